@@ -1,0 +1,300 @@
+//! Turns per-process facts into one consistent table: global ranks for every
+//! device and logical communicators for every communicator handle.
+//!
+//! Global ranks come from the world communicator's init lines when present
+//! (its `rank` field is authoritative); otherwise from the thesis's eq. 4.6,
+//! `NodeIndex × GPUsPerNode + LocalRank`, with hosts sorted by name.
+//!
+//! Logical communicators group handles by `commId` when logged; otherwise by
+//! identical operation sequences (thesis eq. 4.5), then split into groups of
+//! `nranks` members because symmetric groups (two TP groups, say) run the very
+//! same sequence.
+
+use crate::model::{CommIdx, DevIdx, Grouping, LogicalComm, LogicalCommIdx, OpTable};
+use std::collections::{BTreeMap, HashMap};
+
+/// Runs both steps: logical communicators first (world detection needs them),
+/// then global ranks, then names communicators by their ranks.
+pub fn assemble(table: &mut OpTable) {
+    infer_logical_comms(table);
+    assign_global_ranks(table);
+    order_members_and_name(table);
+}
+
+/// Groups communicator handles into [`LogicalComm`]s.
+pub fn infer_logical_comms(table: &mut OpTable) {
+    table.logical.clear();
+    for c in &mut table.comms {
+        c.logical = None;
+    }
+    // Key: commId where logged, else (nranks, op sequence) fingerprint.
+    #[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone, Copy)]
+    enum Key {
+        Id(u64),
+        Seq(u32, u64, u64),
+    }
+    let mut buckets: BTreeMap<Key, Vec<CommIdx>> = BTreeMap::new();
+    let mut first_seen: HashMap<Key, usize> = HashMap::new();
+    for (i, c) in table.comms.iter().enumerate() {
+        let key = match c.comm_id {
+            Some(id) => Key::Id(id),
+            None => Key::Seq(c.nranks.unwrap_or(0), c.n_ops, c.op_seq_hash),
+        };
+        first_seen.entry(key).or_insert(i);
+        buckets.entry(key).or_default().push(CommIdx(i as u32));
+    }
+    let mut groups: Vec<(usize, Key, Vec<CommIdx>)> =
+        buckets.into_iter().map(|(k, v)| (first_seen[&k], k, v)).collect();
+    groups.sort_by_key(|g| g.0);
+    for (_, key, members) in groups {
+        let nranks = members
+            .iter()
+            .filter_map(|m| table.comms[m.ix()].nranks)
+            .max()
+            .unwrap_or(members.len() as u32)
+            .max(1) as usize;
+        for part in split_into_groups(table, &members, nranks) {
+            let grouping = match key {
+                _ if part.len() == 1 && nranks > 1 => Grouping::Single,
+                Key::Id(_) => Grouping::CommId,
+                Key::Seq(..) => Grouping::OpSequence,
+            };
+            let idx = LogicalCommIdx(table.logical.len() as u32);
+            for m in &part {
+                table.comms[m.ix()].logical = Some(idx);
+            }
+            table.logical.push(LogicalComm {
+                name: String::new(),
+                comm_id: match key {
+                    Key::Id(id) => Some(id),
+                    Key::Seq(..) => None,
+                },
+                nranks: nranks as u32,
+                members: part,
+                grouping,
+            });
+        }
+    }
+}
+
+/// Splits candidate members into groups of at most `nranks` handles in which
+/// no rank-in-communicator repeats and no process appears twice with the same
+/// device. Members come in source order; each joins the first group with room.
+fn split_into_groups(table: &OpTable, members: &[CommIdx], nranks: usize) -> Vec<Vec<CommIdx>> {
+    let mut groups: Vec<Vec<CommIdx>> = Vec::new();
+    // Without rank information, keep handles of one host together: order by
+    // (host, pid, device) so contiguous ranks form a group (Megatron's layout).
+    let mut ordered = members.to_vec();
+    let unknown_ranks = ordered.iter().all(|m| table.comms[m.ix()].rank.is_none());
+    if unknown_ranks {
+        ordered.sort_by_key(|m| {
+            let c = &table.comms[m.ix()];
+            let p = &table.processes[c.proc.ix()];
+            let dev = c.device.and_then(|d| table.devices[d.ix()].cuda_dev);
+            (p.host.clone(), p.pid, dev, c.ptr)
+        });
+    }
+    for m in ordered {
+        let c = &table.comms[m.ix()];
+        let fits = |g: &Vec<CommIdx>| {
+            g.len() < nranks
+                && g.iter().all(|o| {
+                    let oc = &table.comms[o.ix()];
+                    let same_rank = c.rank.is_some() && oc.rank == c.rank;
+                    let same_dev = c.device.is_some() && oc.device == c.device;
+                    !same_rank && !same_dev
+                })
+        };
+        match groups.iter_mut().find(|g| fits(g)) {
+            Some(g) => g.push(m),
+            None => groups.push(vec![m]),
+        }
+    }
+    groups
+}
+
+/// Assigns `Device::global_rank` and `Device::local_rank`.
+pub fn assign_global_ranks(table: &mut OpTable) {
+    for d in &mut table.devices {
+        d.global_rank = None;
+    }
+    // Local rank: position of the device among its host's devices by CUDA
+    // ordinal... which repeats across processes on one host (each sees dev 0
+    // when CUDA_VISIBLE_DEVICES is set per process), so order by (bus id,
+    // cuda dev, pid) instead: bus ids are per-node unique.
+    let mut by_host: BTreeMap<String, Vec<DevIdx>> = BTreeMap::new();
+    for (i, d) in table.devices.iter().enumerate() {
+        by_host.entry(table.processes[d.proc.ix()].host.clone()).or_default().push(DevIdx(i as u32));
+    }
+    for devs in by_host.values_mut() {
+        devs.sort_by_key(|d| {
+            let dev = &table.devices[d.ix()];
+            (dev.bus_id.unwrap_or(u64::MAX), dev.cuda_dev, table.processes[dev.proc.ix()].pid)
+        });
+        for (k, d) in devs.iter().enumerate() {
+            table.devices[d.ix()].local_rank = Some(k as u32);
+        }
+    }
+
+    if !ranks_from_world_comm(table) {
+        // Thesis eq. 4.6.
+        let gpus_per_node = by_host.values().map(Vec::len).max().unwrap_or(0) as u32;
+        for (node_index, devs) in by_host.values().enumerate() {
+            for d in devs {
+                let local = table.devices[d.ix()].local_rank.unwrap_or(0);
+                table.devices[d.ix()].global_rank = Some(node_index as u32 * gpus_per_node + local);
+            }
+        }
+    }
+}
+
+/// Uses the largest logical communicator whose members all logged their rank
+/// and cover every device. Returns false when no such communicator exists.
+fn ranks_from_world_comm(table: &mut OpTable) -> bool {
+    let n_devices = table.devices.len();
+    let world = table
+        .logical
+        .iter()
+        .filter(|l| l.nranks as usize == n_devices && l.members.len() == n_devices)
+        .find(|l| {
+            let mut seen = vec![false; n_devices];
+            l.members.iter().all(|m| {
+                let c = &table.comms[m.ix()];
+                match (c.rank, c.device) {
+                    (Some(r), Some(d)) if (r as usize) < n_devices && !seen[r as usize] => {
+                        seen[r as usize] = true;
+                        let _ = d;
+                        true
+                    }
+                    _ => false,
+                }
+            })
+        })
+        .cloned();
+    let Some(world) = world else { return false };
+    for m in &world.members {
+        let c = &table.comms[m.ix()];
+        if let (Some(r), Some(d)) = (c.rank, c.device) {
+            table.devices[d.ix()].global_rank = Some(r);
+        }
+    }
+    true
+}
+
+/// Orders members by rank in the communicator (else by global rank) and gives
+/// each logical communicator a readable name: `world`, `comm3[0,1]`.
+fn order_members_and_name(table: &mut OpTable) {
+    let n_devices = table.devices.len();
+    for (i, l) in table.logical.iter_mut().enumerate() {
+        let key = |m: &CommIdx| {
+            let c = &table.comms[m.ix()];
+            let g = c.device.and_then(|d| table.devices[d.ix()].global_rank);
+            (c.rank.unwrap_or(u32::MAX), g.unwrap_or(u32::MAX))
+        };
+        l.members.sort_by_key(key);
+        let ranks: Vec<String> = l
+            .members
+            .iter()
+            .map(|m| {
+                let c = &table.comms[m.ix()];
+                c.device
+                    .and_then(|d| table.devices[d.ix()].global_rank)
+                    .map_or_else(|| "?".into(), |g| g.to_string())
+            })
+            .collect();
+        l.name = if n_devices > 1 && l.members.len() == n_devices {
+            format!("world{i}")
+        } else {
+            let shown = if ranks.len() > 8 {
+                format!("{},…,{}", ranks[..4].join(","), ranks[ranks.len() - 1])
+            } else {
+                ranks.join(",")
+            };
+            format!("comm{i}[{shown}]")
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enums::OpKind;
+    use crate::model::{CommMember, Device, ProcIdx, Process};
+
+    /// 4 processes, one GPU each; a world comm, and two TP groups of 2 that
+    /// run identical op sequences and logged no commId.
+    fn table(with_world: bool) -> OpTable {
+        let mut t = OpTable::default();
+        for (i, host) in ["nodeB", "nodeB", "nodeA", "nodeA"].iter().enumerate() {
+            t.processes.push(Process { host: host.to_string(), pid: 100 + i as u32, nccl_version: None });
+            t.devices.push(Device {
+                proc: ProcIdx(i as u32),
+                cuda_dev: Some((i % 2) as u32),
+                nvml_dev: None,
+                bus_id: Some(0x1000 * (1 + (i as u64 % 2))),
+                global_rank: None,
+                local_rank: None,
+            });
+            if with_world {
+                let mut w = CommMember::new(ProcIdx(i as u32), 0xa000 + i as u64);
+                w.comm_id = Some(0xfeed);
+                w.nranks = Some(4);
+                // world ranks in reverse process order: the init line, not the host order, decides.
+                w.rank = Some(3 - i as u32);
+                w.device = Some(DevIdx(i as u32));
+                t.comms.push(w);
+            }
+            let mut tp = CommMember::new(ProcIdx(i as u32), 0xb000 + i as u64);
+            tp.nranks = Some(2);
+            tp.device = Some(DevIdx(i as u32));
+            for _ in 0..5 {
+                tp.note_op(OpKind::AllReduce);
+            }
+            tp.note_op(OpKind::Broadcast);
+            t.comms.push(tp);
+        }
+        t
+    }
+
+    #[test]
+    fn world_comm_gives_global_ranks() {
+        let mut t = table(true);
+        assemble(&mut t);
+        let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+        assert_eq!(ranks, vec![3, 2, 1, 0]);
+        // one world + two TP groups
+        assert_eq!(t.logical.len(), 3);
+        assert_eq!(t.logical.iter().filter(|l| l.grouping == Grouping::CommId).count(), 1);
+        let tp: Vec<_> = t.logical.iter().filter(|l| l.grouping == Grouping::OpSequence).collect();
+        assert_eq!(tp.len(), 2);
+        for l in tp {
+            assert_eq!(l.members.len(), 2);
+            // members of a TP group share a host (contiguous layout)
+            let hosts: Vec<_> = l
+                .members
+                .iter()
+                .map(|m| &t.processes[t.comms[m.ix()].proc.ix()].host)
+                .collect();
+            assert_eq!(hosts[0], hosts[1]);
+        }
+    }
+
+    #[test]
+    fn hostname_order_without_init_lines() {
+        let mut t = table(false);
+        assemble(&mut t);
+        // nodeA sorts first: processes 2,3 get ranks 0,1 by bus id.
+        let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+        assert_eq!(ranks, vec![2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn different_sequences_are_different_comms() {
+        let mut t = table(false);
+        t.comms[0].note_op(OpKind::AllGather);
+        assemble(&mut t);
+        // comm 0 now differs from its TP partner: 3 logical comms (one single).
+        assert_eq!(t.logical.len(), 3);
+        assert_eq!(t.logical.iter().filter(|l| l.grouping == Grouping::Single).count(), 2);
+    }
+}
