@@ -27,7 +27,7 @@ impl NcclVersion {
     pub fn parse(s: &[u8]) -> Option<NcclVersion> {
         let end = s.iter().position(|&b| b == b'+' || b == b' ').unwrap_or(s.len());
         let mut it = s[..end].split(|&b| b == b'.');
-        let mut num = |part: Option<&[u8]>| -> Option<u16> {
+        let num = |part: Option<&[u8]>| -> Option<u16> {
             let p = part?;
             if p.is_empty() || p.len() > 4 || !p.iter().all(u8::is_ascii_digit) {
                 return None;

@@ -202,7 +202,13 @@ pub struct KernelInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollOp {
     pub proc: ProcIdx,
+    /// The rank (GPU) that ran the operation; always `comms[comm].device`.
+    pub dev: DevIdx,
     pub comm: CommIdx,
+    /// Position of this operation among those of its communicator handle
+    /// (0, 1, …). Unlike `seq` it never repeats: some NCCL versions log
+    /// `opCount 0` for every call.
+    pub comm_seq: u64,
     /// Emitting thread id.
     pub tid: u32,
     /// NCCL's per-communicator `opCount` (a sequence number; Send/Recv of one

@@ -1,1 +1,18 @@
-//! placeholder
+//! Sources of commlens: readers that turn what NCCL and the profilers write
+//! into the canonical table of `commlens-core`.
+//!
+//! * [`nccl_log`]: `NCCL_DEBUG=INFO|TRACE` logs (streaming, byte-oriented);
+//! * [`inputs`]: expands files and folders, reads them in parallel, merges
+//!   the per-file tables and assembles global ranks and logical communicators;
+//! * [`merge`]: joins per-file tables, remapping their indices;
+//! * [`lines`], [`bytes`]: the buffered line reader and byte-scanning helpers.
+
+pub mod bytes;
+pub mod error;
+pub mod inputs;
+pub mod lines;
+pub mod merge;
+pub mod nccl_log;
+
+pub use error::IngestError;
+pub use inputs::{expand_inputs, load_inputs, Loaded};

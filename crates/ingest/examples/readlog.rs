@@ -1,0 +1,33 @@
+//! Prints what the NCCL log reader makes of files: `cargo run --example readlog -- FILE…`.
+use commlens_ingest::nccl_log::{load_path, ReadOptions};
+use std::path::PathBuf;
+
+fn main() {
+    for arg in std::env::args().skip(1) {
+        let path = PathBuf::from(&arg);
+        match load_path(&path, &ReadOptions::default()) {
+            Ok((t, r)) => {
+                println!("== {arg}");
+                println!(
+                    "lines {} segs {} ops {} recovered {} rejoined {} broken {} unrecovered {} tuning {} tuned {} unmatched {} calls {} init {} chan {} topo {}/{} malformed {} unknown {} non-nccl {}",
+                    r.lines, r.nccl_segments, r.ops, r.recovered_ops, r.rejoined_lines, r.broken_segments,
+                    r.broken_unrecovered, r.tuning_lines, r.tuned_ops, r.tuning_unmatched, r.call_lines,
+                    r.init_lines, r.channel_lines, r.topology_lines, r.topology_blocks, r.malformed.total(),
+                    r.unknown.total(), r.non_nccl_lines
+                );
+                println!("procs {} devices {} comms {} topologies {}", t.processes.len(), t.devices.len(), t.comms.len(), t.topologies.len());
+                for (d, ops) in t.per_rank.iter().enumerate() {
+                    let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
+                    println!("  dev{d} {} ops {} bytes", ops.len(), bytes);
+                }
+                for m in r.malformed.sorted() {
+                    println!("  MALFORMED {} x{} e.g. {:?}", m.kind, m.count, m.samples.first());
+                }
+                for k in r.unknown.sorted().iter().take(8) {
+                    println!("  unknown {} x{}", k.kind, k.count);
+                }
+            }
+            Err(e) => println!("== {arg}\nERROR {e}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Byte-level scanning helpers shared by the text readers: integer and hex
+//! parsing without allocation, token splitting, whitespace trimming.
+//!
+//! All functions take `&[u8]` and never panic on arbitrary input.
+
+/// Parses an unsigned decimal integer that spans all of `s`.
+#[inline]
+pub fn dec_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+/// Parses a signed decimal integer (`-1`, `42`).
+#[inline]
+pub fn dec_i64(s: &[u8]) -> Option<i64> {
+    match s.first() {
+        Some(b'-') => dec_u64(&s[1..]).and_then(|v| i64::try_from(v).ok()).map(|v| -v),
+        Some(b'+') => dec_u64(&s[1..]).and_then(|v| i64::try_from(v).ok()),
+        _ => dec_u64(s).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// Parses hexadecimal digits, with or without a `0x` prefix.
+#[inline]
+pub fn hex_u64(s: &[u8]) -> Option<u64> {
+    let s = s.strip_prefix(b"0x").or_else(|| s.strip_prefix(b"0X")).unwrap_or(s);
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+/// Parses a pointer as NCCL prints it: `0x7f1fd2c00000`, or `(nil)` for NULL.
+/// Requires the `0x` prefix so that a number cut by interleaving (`9`) is rejected.
+#[inline]
+pub fn pointer(s: &[u8]) -> Option<u64> {
+    if s == b"(nil)" {
+        return Some(0);
+    }
+    if !(s.starts_with(b"0x") || s.starts_with(b"0X")) {
+        return None;
+    }
+    hex_u64(s)
+}
+
+/// Parses a decimal float such as `240.0`, `5000.000000` or `1766081276.802766`.
+pub fn float(s: &[u8]) -> Option<f64> {
+    if s.is_empty() || s.len() > 32 {
+        return None;
+    }
+    if !s.iter().all(|&b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E')) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+#[inline]
+pub fn trim_ascii(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+/// Splits off the next space-delimited token, skipping leading spaces.
+/// Returns (token, rest after the token).
+#[inline]
+pub fn next_token(s: &[u8]) -> (&[u8], &[u8]) {
+    let start = s.iter().position(|&b| b != b' ').unwrap_or(s.len());
+    let s = &s[start..];
+    match memchr::memchr(b' ', s) {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &[]),
+    }
+}
+
+/// Iterator over space-delimited tokens (runs of spaces are one separator).
+pub fn tokens(s: &[u8]) -> impl Iterator<Item = &[u8]> {
+    s.split(|&b| b == b' ').filter(|t| !t.is_empty())
+}
+
+/// Whether `b` may appear in a host name as NCCL prints it.
+#[inline]
+pub fn is_host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
+}
+
+/// Shortens bytes for a human-readable sample (lossy UTF-8, at most `max` chars).
+pub fn sample(s: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(s);
+    if s.chars().count() <= max {
+        s.into_owned()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        assert_eq!(dec_u64(b"0"), Some(0));
+        assert_eq!(dec_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(dec_u64(b"18446744073709551616"), None);
+        assert_eq!(dec_u64(b""), None);
+        assert_eq!(dec_u64(b"12a"), None);
+        assert_eq!(dec_i64(b"-1"), Some(-1));
+        assert_eq!(dec_i64(b"-"), None);
+        assert_eq!(hex_u64(b"1f"), Some(31));
+        assert_eq!(hex_u64(b"0x55b6aa64a990"), Some(0x55b6aa64a990));
+        assert_eq!(hex_u64(b"0x"), None);
+        assert_eq!(hex_u64(b"12345678901234567"), None);
+        assert_eq!(hex_u64(b"g"), None);
+    }
+
+    #[test]
+    fn pointers() {
+        assert_eq!(pointer(b"(nil)"), Some(0));
+        assert_eq!(pointer(b"0x7f1fd2c00000"), Some(0x7f1fd2c00000));
+        assert_eq!(pointer(b"9"), None);
+        assert_eq!(pointer(b"0x55d3a3db4stone"), None);
+    }
+
+    #[test]
+    fn floats_and_tokens() {
+        assert_eq!(float(b"240.0"), Some(240.0));
+        assert_eq!(float(b"1766081276.802766"), Some(1766081276.802766));
+        assert_eq!(float(b"abc"), None);
+        assert_eq!(trim_ascii(b"  x y \r"), b"x y");
+        assert_eq!(trim_ascii(b"   "), b"");
+        assert_eq!(next_token(b"  ab cd"), (&b"ab"[..], &b"cd"[..]));
+        assert_eq!(next_token(b""), (&b""[..], &b""[..]));
+        assert_eq!(tokens(b"a  b c").count(), 3);
+        assert_eq!(sample("héllo".as_bytes(), 3), "hél…");
+    }
+}

@@ -1,0 +1,131 @@
+//! From command-line paths to one assembled table: expands folders, reads
+//! every file in parallel (rayon), merges the per-file tables and runs
+//! [`commlens_core::assemble`].
+
+use crate::error::IngestError;
+use crate::merge::{merge_tables, Remap};
+use crate::nccl_log::{self, ReadOptions, ReadReport};
+use commlens_core::{CollOp, OpTable};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Files found under the given paths. Folders are walked recursively, in
+/// name order; hidden files are skipped. The flag says whether the file was
+/// named explicitly (an explicit non-log is an error, a file found in a folder
+/// that is not a log is skipped with a note).
+pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, IngestError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push((p.clone(), true));
+        }
+    }
+    if out.is_empty() {
+        return Err(IngestError::NoInputs { paths: paths.to_vec() });
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), IngestError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| IngestError::Io { path: dir.to_path_buf(), source: e })?;
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for e in entries {
+        let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        if e.is_dir() {
+            walk(&e, out)?;
+        } else if e.is_file() {
+            out.push((e, false));
+        }
+    }
+    Ok(())
+}
+
+/// Everything loaded from the inputs.
+pub struct Loaded {
+    pub table: OpTable,
+    pub reports: Vec<ReadReport>,
+    /// Files found in folders that were not NCCL logs, with the reason.
+    pub skipped_files: Vec<(PathBuf, String)>,
+    /// Per input file, how its indices map into `table`.
+    pub remaps: Vec<Remap>,
+}
+
+/// Reads all inputs in parallel. `per_op` runs on every operation as it is
+/// read (on the reading thread, with the file's position in the returned
+/// `reports` and the per-file indices); with `keep_ops` the operations are
+/// also stored in the table.
+pub fn load_inputs_with<F>(
+    paths: &[PathBuf],
+    opts: &ReadOptions,
+    keep_ops: bool,
+    per_op: F,
+) -> Result<Loaded, IngestError>
+where
+    F: Fn(usize, &CollOp) + Sync,
+{
+    let files = expand_inputs(paths)?;
+    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>)> = files
+        .par_iter()
+        .enumerate()
+        .map(|(i, (path, explicit))| {
+            let mut ops: Vec<CollOp> = Vec::new();
+            let res = nccl_log::read_path(path, opts, &mut |op| {
+                per_op(i, &op);
+                if keep_ops {
+                    ops.push(op);
+                }
+            });
+            let res = res.map(|(mut t, r)| {
+                t.per_rank = vec![Vec::new(); t.devices.len()];
+                for op in ops {
+                    t.per_rank[op.dev.ix()].push(op);
+                }
+                for r in &mut t.per_rank {
+                    r.sort_by_key(|op| op.line);
+                }
+                (t, r)
+            });
+            (path.clone(), *explicit, res)
+        })
+        .collect();
+    let mut parts = Vec::new();
+    let mut reports = Vec::new();
+    let mut skipped_files = Vec::new();
+    let mut file_slot = Vec::new();
+    for (i, (path, explicit, res)) in results.into_iter().enumerate() {
+        match res {
+            Ok((t, r)) => {
+                parts.push(t);
+                reports.push(r);
+                file_slot.push(i);
+            }
+            Err(e @ (IngestError::NotNcclLog { .. } | IngestError::Binary { .. })) if !explicit => {
+                skipped_files.push((path, e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if parts.is_empty() {
+        return Err(IngestError::NoInputs { paths: paths.to_vec() });
+    }
+    let (mut table, part_remaps) = merge_tables(parts);
+    commlens_core::assemble::assemble(&mut table);
+    // Remaps indexed by the original file position, so per_op's index works.
+    let mut remaps = vec![Remap::default(); files.len()];
+    for (slot, r) in file_slot.into_iter().zip(part_remaps) {
+        remaps[slot] = r;
+    }
+    Ok(Loaded { table, reports, skipped_files, remaps })
+}
+
+/// Reads all inputs into one assembled table with every operation stored.
+pub fn load_inputs(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
+    load_inputs_with(paths, opts, true, |_, _| {})
+}

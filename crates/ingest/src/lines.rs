@@ -1,0 +1,189 @@
+//! Streaming line reader over any `Read`, with gzip detection.
+//!
+//! Reads fixed-size chunks into one reusable buffer and hands out borrowed
+//! lines, so memory stays bounded by the chunk size plus the longest line,
+//! whatever the file size. Lines longer than `max_line` are cut into pieces of
+//! `max_line` bytes (and counted), which keeps a file without newlines from
+//! growing the buffer without bound.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+const CHUNK: usize = 1 << 20;
+
+pub struct LineReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Start of the unread part of `buf`.
+    pos: usize,
+    /// End of valid data in `buf`.
+    end: usize,
+    eof: bool,
+    max_line: usize,
+    /// Number of the line last returned (1-based).
+    pub line_no: u64,
+    /// Bytes consumed from the source so far.
+    pub bytes_read: u64,
+    /// Lines cut because they exceeded `max_line`.
+    pub overlong_lines: u64,
+}
+
+impl<R: Read> LineReader<R> {
+    pub fn new(src: R, max_line: usize) -> Self {
+        let max_line = max_line.max(64);
+        LineReader {
+            src,
+            buf: vec![0; CHUNK.max(max_line) + CHUNK],
+            pos: 0,
+            end: 0,
+            eof: false,
+            max_line,
+            line_no: 0,
+            bytes_read: 0,
+            overlong_lines: 0,
+        }
+    }
+
+    /// Returns the next line without its `\n` (and without a trailing `\r`).
+    pub fn next_line(&mut self) -> io::Result<Option<&[u8]>> {
+        loop {
+            let avail = &self.buf[self.pos..self.end];
+            if let Some(i) = memchr::memchr(b'\n', avail) {
+                let start = self.pos;
+                if i > self.max_line {
+                    return Ok(Some(self.cut_overlong()));
+                }
+                self.pos += i + 1;
+                self.line_no += 1;
+                return Ok(Some(strip_cr(&self.buf[start..start + i])));
+            }
+            if avail.len() > self.max_line {
+                return Ok(Some(self.cut_overlong()));
+            }
+            if self.eof {
+                if avail.is_empty() {
+                    return Ok(None);
+                }
+                let start = self.pos;
+                self.pos = self.end;
+                self.line_no += 1;
+                return Ok(Some(strip_cr(&self.buf[start..self.end])));
+            }
+            self.refill()?;
+        }
+    }
+
+    fn cut_overlong(&mut self) -> &[u8] {
+        let start = self.pos;
+        self.pos += self.max_line;
+        self.line_no += 1;
+        self.overlong_lines += 1;
+        &self.buf[start..start + self.max_line]
+    }
+
+    fn refill(&mut self) -> io::Result<()> {
+        // Move the partial line to the front, then read after it.
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() + CHUNK, 0);
+        }
+        loop {
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    self.bytes_read += n as u64;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[inline]
+fn strip_cr(s: &[u8]) -> &[u8] {
+    s.strip_suffix(b"\r").unwrap_or(s)
+}
+
+/// Opens a file for reading, transparently decompressing gzip (by magic bytes).
+pub fn open_maybe_gz(path: &Path) -> io::Result<Box<dyn Read + Send>> {
+    let mut f = File::open(path)?;
+    let mut magic = [0u8; 2];
+    let n = read_up_to(&mut f, &mut magic)?;
+    let head = io::Cursor::new(magic[..n].to_vec());
+    let chained = head.chain(f);
+    if n == 2 && magic == [0x1f, 0x8b] {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(CHUNK, chained))))
+    } else {
+        Ok(Box::new(chained))
+    }
+}
+
+fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &[u8], max: usize) -> Vec<Vec<u8>> {
+        let mut r = LineReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            out.push(l.to_vec());
+        }
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_strips_cr() {
+        let got = collect(b"a\r\nbb\n\nccc", 1024);
+        assert_eq!(got, vec![b"a".to_vec(), b"bb".to_vec(), b"".to_vec(), b"ccc".to_vec()]);
+        assert!(collect(b"", 1024).is_empty());
+        assert_eq!(collect(b"\n", 1024), vec![b"".to_vec()]);
+    }
+
+    #[test]
+    fn lines_spanning_chunks() {
+        let mut input = Vec::new();
+        for i in 0..300_000 {
+            input.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        let got = collect(&input, 4096);
+        assert_eq!(got.len(), 300_000);
+        assert_eq!(got[299_999], b"line 299999");
+    }
+
+    #[test]
+    fn overlong_lines_are_cut() {
+        let input = vec![b'x'; 10_000];
+        let mut r = LineReader::new(&input[..], 100);
+        let mut n = 0;
+        while let Some(l) = r.next_line().unwrap() {
+            assert!(l.len() <= 100);
+            n += 1;
+        }
+        assert_eq!(n, 100);
+        assert_eq!(r.overlong_lines, 99);
+    }
+}

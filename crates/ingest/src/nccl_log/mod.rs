@@ -1,0 +1,118 @@
+//! Reader for `NCCL_DEBUG=INFO|TRACE` logs, NCCL 2.7 to 2.28.
+//!
+//! Streams a file line by line (bounded memory), splits lines into
+//! per-process segments (interleaved writers), classifies each message and
+//! builds the table: processes, devices, communicator handles, topology, and
+//! one [`CollOp`] per `opCount` line with the algorithm of its tuning line.
+//!
+//! Submodules: [`prefix`] (line prefix, interleaving), [`ops`] (operation,
+//! tuning and call lines), [`init`] (communicator init, version, rings,
+//! trees), [`topo`] (topology dump), [`state`] (the state machine),
+//! [`report`] (counts of what was read and skipped).
+
+pub mod init;
+pub mod ops;
+pub mod prefix;
+pub mod report;
+pub mod state;
+pub mod topo;
+
+pub use report::ReadReport;
+pub use state::LogParser;
+
+use crate::error::IngestError;
+use crate::lines::{open_maybe_gz, LineReader};
+use commlens_core::{CollOp, OpTable};
+use std::io::Read;
+use std::path::Path;
+
+/// Options for reading one log.
+#[derive(Clone)]
+pub struct ReadOptions {
+    /// Longer lines are cut into pieces (and counted).
+    pub max_line: usize,
+    /// Give up when this many lines carried no NCCL prefix at all.
+    pub sniff_lines: u64,
+    /// Called with the number of bytes read so far, about every 4 MiB.
+    pub progress: Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None }
+    }
+}
+
+/// Reads a log from any byte source, streaming operations to `sink`.
+/// Returns the table without operations (`per_rank` empty) and the report.
+pub fn read_stream(
+    path: &Path,
+    src: impl Read,
+    opts: &ReadOptions,
+    sink: &mut dyn FnMut(CollOp),
+) -> Result<(OpTable, ReadReport), IngestError> {
+    let mut reader = LineReader::new(src, opts.max_line);
+    let mut parser = LogParser::new();
+    let mut first_line: Option<String> = None;
+    let mut next_progress = 4u64 << 20;
+    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    loop {
+        let line_no = reader.line_no + 1;
+        let Some(line) = reader.next_line().map_err(io_err)? else { break };
+        if line_no == 1 {
+            if line.iter().take(4096).any(|&b| b == 0) {
+                return Err(IngestError::Binary { path: path.to_path_buf() });
+            }
+            first_line = Some(crate::bytes::sample(line, 120));
+        }
+        parser.feed_line(line, line_no, sink);
+        if line_no == opts.sniff_lines && parser.report.nccl_segments == 0 {
+            return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: line_no, first_line });
+        }
+        if let Some(p) = &opts.progress {
+            if reader.bytes_read >= next_progress {
+                p(reader.bytes_read);
+                next_progress = reader.bytes_read + (4 << 20);
+            }
+        }
+    }
+    parser.finish(sink);
+    let mut report = parser.report;
+    report.path = path.display().to_string();
+    report.bytes = reader.bytes_read;
+    report.lines = reader.line_no;
+    report.overlong_lines = reader.overlong_lines;
+    if report.nccl_segments == 0 {
+        return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: report.lines, first_line });
+    }
+    if let Some(p) = &opts.progress {
+        p(reader.bytes_read);
+    }
+    let mut table = parser.table;
+    table.sources.push(report.path.clone());
+    Ok((table, report))
+}
+
+/// Reads a file (gzip-compressed or plain), streaming operations to `sink`.
+pub fn read_path(
+    path: &Path,
+    opts: &ReadOptions,
+    sink: &mut dyn FnMut(CollOp),
+) -> Result<(OpTable, ReadReport), IngestError> {
+    let src = open_maybe_gz(path).map_err(|e| IngestError::Io { path: path.to_path_buf(), source: e })?;
+    read_stream(path, src, opts, sink)
+}
+
+/// Reads a file into a complete table: operations stored per rank, in line order.
+pub fn load_path(path: &Path, opts: &ReadOptions) -> Result<(OpTable, ReadReport), IngestError> {
+    let mut ops: Vec<CollOp> = Vec::new();
+    let (mut table, report) = read_path(path, opts, &mut |op| ops.push(op))?;
+    table.per_rank = vec![Vec::new(); table.devices.len()];
+    for op in ops {
+        table.per_rank[op.dev.ix()].push(op);
+    }
+    for r in &mut table.per_rank {
+        r.sort_by_key(|op| op.line);
+    }
+    Ok((table, report))
+}

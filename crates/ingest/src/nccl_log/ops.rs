@@ -1,0 +1,404 @@
+//! Parsers for the per-operation lines: `<Op>: opCount …` (enqueue), the
+//! tuning line `<Op>: <n> Bytes -> Algo <A> proto <P> channel{Lo..Hi}={a..b}`
+//! and `NCCL CALL`/TRACE API lines such as `ncclSend(0,7f1f…,256,2,0,0,0x55…,0x55…)`.
+//!
+//! The opCount grammar is parsed as key/value pairs so that field order and
+//! extra fields of other NCCL versions do not break it; `[nranks=N]` is the
+//! only bracketed token. A line cut by another writer parses in *partial* mode:
+//! it is accepted when everything up to and including `comm` is present.
+
+use crate::bytes::{dec_i64, dec_u64, hex_u64, pointer};
+use commlens_core::{Algorithm, OpKind, Protocol};
+
+/// Fields of an opCount line, undecoded (enums need the NCCL version).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpLine {
+    pub kind: Option<OpKind>,
+    pub op_count: Option<u64>,
+    pub sendbuff: Option<u64>,
+    pub recvbuff: Option<u64>,
+    pub count: Option<u64>,
+    pub datatype: Option<i64>,
+    pub redop: Option<i64>,
+    pub root: Option<i64>,
+    pub comm: Option<u64>,
+    pub nranks: Option<u32>,
+    pub stream: Option<u64>,
+}
+
+/// Why an opCount line was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpLineError {
+    UnknownOp,
+    /// A required field is missing or malformed; names the field.
+    Field(&'static str),
+}
+
+/// Is this message an opCount line? (`<Name>: opCount `)
+#[inline]
+pub fn is_op_line(msg: &[u8]) -> Option<usize> {
+    let colon = memchr::memchr(b':', &msg[..msg.len().min(24)])?;
+    if msg[colon + 1..].starts_with(b" opCount ") {
+        Some(colon)
+    } else {
+        None
+    }
+}
+
+/// Parses an opCount line. With `partial`, missing fields after `comm` are
+/// tolerated (the line was cut by another writer).
+pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, OpLineError> {
+    let (op, last_ok) = parse_op_fields(msg, colon, partial)?;
+    if let Some(missing) = op.missing_required() {
+        return Err(OpLineError::Field(missing));
+    }
+    if !partial && (!last_ok || op.stream.is_none()) {
+        return Err(OpLineError::Field("stream"));
+    }
+    Ok(op)
+}
+
+/// Reads whatever fields an opCount line has, stopping at the first malformed
+/// (or, with `partial`, possibly truncated) value. The flag says whether the
+/// line ended cleanly.
+pub fn parse_op_fields(msg: &[u8], colon: usize, partial: bool) -> Result<(OpLine, bool), OpLineError> {
+    let mut op = OpLine { kind: OpKind::from_name(&msg[..colon]), ..OpLine::default() };
+    if op.kind.is_none() {
+        return Err(OpLineError::UnknownOp);
+    }
+    let mut rest = &msg[colon + 1..];
+    let mut last_ok = true;
+    loop {
+        let (key, r) = crate::bytes::next_token(rest);
+        if key.is_empty() {
+            break;
+        }
+        if key.starts_with(b"[nranks=") && key.ends_with(b"]") {
+            op.nranks = dec_u64(&key[8..key.len() - 1]).and_then(|v| u32::try_from(v).ok());
+            rest = r;
+            continue;
+        }
+        let (val, r2) = crate::bytes::next_token(r);
+        // A value is known complete when a space follows it.
+        let terminated = r.len() > r.iter().position(|&b| b != b' ').unwrap_or(r.len()) + val.len();
+        let complete = terminated || !partial;
+        if val.is_empty() {
+            last_ok = false;
+            break;
+        }
+        let ok = match key {
+            b"opCount" => set(&mut op.op_count, hex_u64(val)),
+            b"sendbuff" => set(&mut op.sendbuff, pointer(val)),
+            b"recvbuff" => set(&mut op.recvbuff, pointer(val)),
+            b"count" => set(&mut op.count, dec_u64(val)),
+            b"datatype" => set(&mut op.datatype, dec_i64(val)),
+            b"op" => set(&mut op.redop, dec_i64(val)),
+            b"root" => set(&mut op.root, dec_i64(val)),
+            b"comm" => set(&mut op.comm, pointer(val)),
+            b"stream" => set(&mut op.stream, pointer(val)),
+            _ => true,
+        };
+        if !ok || !complete {
+            // A malformed or possibly truncated value: drop it and stop.
+            match key {
+                b"opCount" => op.op_count = None,
+                b"sendbuff" => op.sendbuff = None,
+                b"recvbuff" => op.recvbuff = None,
+                b"stream" => op.stream = None,
+                b"comm" => op.comm = None,
+                b"root" => op.root = None,
+                b"op" => op.redop = None,
+                b"datatype" => op.datatype = None,
+                b"count" => op.count = None,
+                _ => {}
+            }
+            last_ok = false;
+            break;
+        }
+        rest = r2;
+    }
+    Ok((op, last_ok))
+}
+
+impl OpLine {
+    /// The first field a usable record needs that is missing.
+    pub fn missing_required(&self) -> Option<&'static str> {
+        if self.op_count.is_none() {
+            Some("opCount")
+        } else if self.count.is_none() {
+            Some("count")
+        } else if self.datatype.is_none() {
+            Some("datatype")
+        } else if self.comm.is_none() {
+            Some("comm")
+        } else {
+            None
+        }
+    }
+
+    /// Completes a line cut by another writer with the arguments of the API
+    /// call line that NCCL prints right after it on the same thread. Returns
+    /// false (changing nothing) when the two disagree on a field both have.
+    pub fn fill_from_call(&mut self, call: &CallArgs) -> bool {
+        if self.kind != Some(call.kind) {
+            return false;
+        }
+        let agree = |a: Option<u64>, b: u64| a.is_none_or(|a| a == b);
+        if !agree(self.sendbuff, call.sendbuff)
+            || !agree(self.recvbuff, call.recvbuff)
+            || !agree(self.count, call.count)
+            || !agree(self.comm, call.comm)
+            || !self.datatype.is_none_or(|d| d == call.datatype)
+            || !self.root.is_none_or(|r| r == call.root)
+        {
+            return false;
+        }
+        self.sendbuff = Some(call.sendbuff);
+        self.recvbuff = Some(call.recvbuff);
+        self.count = Some(call.count);
+        self.datatype = Some(call.datatype);
+        self.redop = Some(call.redop);
+        self.root = Some(call.root);
+        self.comm = Some(call.comm);
+        self.stream = Some(call.stream);
+        true
+    }
+}
+
+/// Arguments of an operation's API call line, which NCCL's CALL subsystem (and
+/// TRACE builds) print uniformly as
+/// `ncclX(sendbuff,recvbuff,count,datatype,op,root,comm,stream)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallArgs {
+    pub kind: OpKind,
+    pub sendbuff: u64,
+    pub recvbuff: u64,
+    pub count: u64,
+    pub datatype: i64,
+    pub redop: i64,
+    pub root: i64,
+    pub comm: u64,
+    pub stream: u64,
+}
+
+pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
+    let (name, n) = parse_call(msg)?;
+    if n != 8 {
+        return None;
+    }
+    let kind = OpKind::from_name(name.strip_prefix(b"nccl")?)?;
+    let open = memchr::memchr(b'(', msg)?;
+    let close = memchr::memchr(b')', msg)?;
+    let mut a = msg[open + 1..close].split(|&b| b == b',');
+    let mut next = || a.next();
+    let buf = |t: &[u8]| if t == b"0" || t == b"(nil)" { Some(0) } else { hex_u64(t) };
+    Some(CallArgs {
+        kind,
+        sendbuff: buf(next()?)?,
+        recvbuff: buf(next()?)?,
+        count: dec_u64(next()?)?,
+        datatype: dec_i64(next()?)?,
+        redop: dec_i64(next()?)?,
+        root: dec_i64(next()?)?,
+        comm: hex_u64(next()?)?,
+        stream: hex_u64(next()?)?,
+    })
+}
+
+#[inline]
+fn set<T>(slot: &mut Option<T>, v: Option<T>) -> bool {
+    let ok = v.is_some();
+    *slot = v;
+    ok
+}
+
+/// `AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}`,
+/// and the older numeric form `… Bytes -> Algo 1 proto 2 time 33.36`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuningLine {
+    pub kind: OpKind,
+    pub bytes: u64,
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub channels: Option<(u16, u16)>,
+}
+
+pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
+    let colon = memchr::memchr(b':', &msg[..msg.len().min(24)])?;
+    let kind = OpKind::from_name(&msg[..colon])?;
+    let mut toks = crate::bytes::tokens(&msg[colon + 1..]);
+    let bytes = dec_u64(toks.next()?)?;
+    if toks.next()? != b"Bytes" || toks.next()? != b"->" || toks.next()? != b"Algo" {
+        return None;
+    }
+    let algo = decode_algo(toks.next()?);
+    if toks.next()? != b"proto" {
+        return None;
+    }
+    let proto = decode_proto(toks.next()?);
+    let mut channels = None;
+    for t in toks {
+        if let Some(r) = t.strip_prefix(b"channel{Lo..Hi}={") {
+            let r = r.strip_suffix(b"}").unwrap_or(r);
+            if let Some(dots) = memchr::memmem::find(r, b"..") {
+                let lo = dec_u64(&r[..dots]).and_then(|v| u16::try_from(v).ok());
+                let hi = dec_u64(&r[dots + 2..]).and_then(|v| u16::try_from(v).ok());
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    channels = Some((lo, hi));
+                }
+            }
+        }
+    }
+    Some(TuningLine { kind, bytes, algo, proto, channels })
+}
+
+/// Words, or the integers older NCCL printed (`NCCL_ALGO_*` order).
+fn decode_algo(t: &[u8]) -> Option<Algorithm> {
+    match dec_u64(t) {
+        Some(0) => Some(Algorithm::Tree),
+        Some(1) => Some(Algorithm::Ring),
+        Some(2) => Some(Algorithm::CollNetDirect),
+        Some(3) => Some(Algorithm::CollNetChain),
+        Some(4) => Some(Algorithm::Nvls),
+        Some(5) => Some(Algorithm::NvlsTree),
+        Some(6) => Some(Algorithm::Pat),
+        Some(_) => None,
+        None => Algorithm::from_name(t),
+    }
+}
+
+fn decode_proto(t: &[u8]) -> Option<Protocol> {
+    match dec_u64(t) {
+        Some(0) => Some(Protocol::Ll),
+        Some(1) => Some(Protocol::Ll128),
+        Some(2) => Some(Protocol::Simple),
+        Some(_) => None,
+        None => Protocol::from_name(t),
+    }
+}
+
+/// An API call line: `ncclSend(0,7f1f…,256,2,0,0,0x55…,0x55…)` → name and args.
+pub fn parse_call(msg: &[u8]) -> Option<(&[u8], usize)> {
+    let open = memchr::memchr(b'(', msg)?;
+    let name = &msg[..open];
+    if !name.starts_with(b"nccl") || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+        return None;
+    }
+    let close = memchr::memchr(b')', &msg[open..])? + open;
+    let args = &msg[open + 1..close];
+    let n_args = if args.is_empty() { 0 } else { args.iter().filter(|&&b| b == b',').count() + 1 };
+    Some((name, n_args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AR: &[u8] = b"AllReduce: opCount 1f sendbuff 0x720000000 recvbuff 0x920000000 count 2097152 datatype 7 op 0 root 0 comm 0x55b6aa64a990 [nranks=2] stream 0x55b6a98daaf0";
+
+    #[test]
+    fn full_op_line() {
+        let c = is_op_line(AR).unwrap();
+        let op = parse_op_line(AR, c, false).unwrap();
+        assert_eq!(op.kind, Some(OpKind::AllReduce));
+        assert_eq!(op.op_count, Some(0x1f));
+        assert_eq!(op.count, Some(2097152));
+        assert_eq!(op.datatype, Some(7));
+        assert_eq!(op.redop, Some(0));
+        assert_eq!(op.comm, Some(0x55b6aa64a990));
+        assert_eq!(op.nranks, Some(2));
+        assert_eq!(op.stream, Some(0x55b6a98daaf0));
+    }
+
+    #[test]
+    fn thesis_form_without_nranks() {
+        let l = b"AllReduce: opCount 0 sendbuff 0x7fd9f7780000 recvbuff 0x7fd9f7780000 count 131072 datatype 6 op 0 root 0 comm 0x447b8890 stream 0x32dc6760";
+        let op = parse_op_line(l, is_op_line(l).unwrap(), false).unwrap();
+        assert_eq!(op.nranks, None);
+        assert_eq!(op.comm, Some(0x447b8890));
+    }
+
+    #[test]
+    fn send_with_nil_sendbuff() {
+        let l = b"Send: opCount 0 sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 3 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710";
+        let op = parse_op_line(l, is_op_line(l).unwrap(), false).unwrap();
+        assert_eq!(op.kind, Some(OpKind::Send));
+        assert_eq!(op.sendbuff, Some(0));
+        assert_eq!(op.root, Some(3));
+    }
+
+    #[test]
+    fn every_truncation_is_handled() {
+        // Strict mode rejects every proper prefix that ends before the stream
+        // value (a cut inside the last value looks like a shorter pointer);
+        // partial mode accepts exactly those that keep the whole comm pointer.
+        let comm_end = memchr::memmem::find(AR, b"0x55b6aa64a990").unwrap() + 14;
+        let stream_value = memchr::memmem::find(AR, b"stream 0x").unwrap() + 9;
+        for cut in 0..AR.len() {
+            let msg = &AR[..cut];
+            let Some(c) = is_op_line(msg) else { continue };
+            if cut <= stream_value {
+                assert!(parse_op_line(msg, c, false).is_err(), "strict accepted cut {cut}");
+            }
+            let partial = parse_op_line(msg, c, true);
+            if cut > comm_end {
+                let op = partial.unwrap();
+                assert_eq!(op.comm, Some(0x55b6aa64a990), "cut {cut}");
+                assert_eq!(op.stream, None);
+            } else {
+                assert!(partial.is_err(), "partial accepted cut {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        let l = b"AllGather: opCount 5 sendbuff 0x70237e000000 recvbuff 0x70237e000000 count 0 datatype 7 op 0 root 0 comm 9 NCCL TRACE ncclAllGather(1,2)";
+        assert_eq!(parse_op_line(l, is_op_line(l).unwrap(), false), Err(OpLineError::Field("comm")));
+        let l = b"Frobnicate: opCount 0 count 1";
+        assert_eq!(parse_op_line(l, is_op_line(l).unwrap(), false), Err(OpLineError::UnknownOp));
+    }
+
+    #[test]
+    fn tuning_lines() {
+        let t = parse_tuning_line(b"AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}").unwrap();
+        assert_eq!(t.kind, OpKind::AllReduce);
+        assert_eq!(t.bytes, 8388608);
+        assert_eq!(t.algo, Some(Algorithm::Ring));
+        assert_eq!(t.proto, Some(Protocol::Simple));
+        assert_eq!(t.channels, Some((0, 23)));
+        let t = parse_tuning_line(b"AllReduce:     1048576 Bytes -> Algo 0 proto 1 time 33.360001").unwrap();
+        assert_eq!((t.algo, t.proto, t.channels), (Some(Algorithm::Tree), Some(Protocol::Ll128), None));
+        assert!(parse_tuning_line(b"AllReduce: x Bytes -> Algo RING").is_none());
+        assert!(parse_tuning_line(b"AllReduce: 12 Bytes").is_none());
+    }
+
+    #[test]
+    fn broken_line_completed_by_call() {
+        let l = b"Send: opCount d sendbuff (nil";
+        let (mut op, _) = parse_op_fields(l, is_op_line(l).unwrap(), true).unwrap();
+        assert_eq!((op.op_count, op.sendbuff, op.comm), (Some(0xd), None, None));
+        let call = parse_call_args(b"ncclSend(0,7f4d52c06000,512,2,0,0,0x558e72d8e6a0,0x558e7224b640)").unwrap();
+        assert!(op.fill_from_call(&call));
+        assert_eq!(op.missing_required(), None);
+        assert_eq!((op.count, op.comm, op.stream), (Some(512), Some(0x558e72d8e6a0), Some(0x558e7224b640)));
+        // A call of another kind or with other values does not complete it.
+        let (mut op2, _) = parse_op_fields(b"Recv: opCount d sendbuff (nil) recvbuff 0x1 count 9", 4, true).unwrap();
+        assert!(!op2.fill_from_call(&call));
+        let recv = parse_call_args(b"ncclRecv(0,7f4d53006000,512,2,0,0,0x558e72d8e6a0,0x558e7224b640)").unwrap();
+        assert!(!op2.fill_from_call(&recv), "recvbuff differs");
+        assert!(parse_call_args(b"ncclGroupEnd()").is_none());
+        assert!(parse_call_args(b"ncclSend(0,7f4d,512,2,0,0,0x55").is_none());
+    }
+
+    #[test]
+    fn call_lines() {
+        assert_eq!(
+            parse_call(b"ncclSend(0,7f1fd2c00000,256,2,0,0,0x55f7d902f5e0,0x55f7d84eb710)"),
+            Some((&b"ncclSend"[..], 8))
+        );
+        assert_eq!(parse_call(b"ncclGroupEnd()"), Some((&b"ncclGroupEnd"[..], 0)));
+        assert_eq!(parse_call(b"Send: opCount"), None);
+        assert_eq!(parse_call(b"ncclGroupStar"), None);
+    }
+}

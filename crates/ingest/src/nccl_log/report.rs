@@ -1,0 +1,164 @@
+//! What reading one log found: line counts by kind, recovered and broken
+//! lines, and samples of what was not understood, for `--verbose`.
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+const MAX_KINDS: usize = 256;
+const SAMPLES_PER_KIND: usize = 3;
+
+/// Counts of lines the reader did not turn into data, by kind, with samples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KindCounts {
+    pub kinds: Vec<KindCount>,
+    #[serde(skip)]
+    index: HashMap<String, usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KindCount {
+    pub kind: String,
+    pub count: u64,
+    /// (line number, text) of the first few occurrences.
+    pub samples: Vec<(u64, String)>,
+}
+
+impl KindCounts {
+    /// Counts one line of `kind`; `sample` is only called for the first few.
+    pub fn add(&mut self, kind: &str, line: u64, sample: impl FnOnce() -> String) {
+        let i = match self.index.get(kind) {
+            Some(&i) => i,
+            None => {
+                let key = if self.kinds.len() >= MAX_KINDS { "(other kinds)" } else { kind };
+                match self.index.get(key) {
+                    Some(&i) => i,
+                    None => {
+                        self.kinds.push(KindCount { kind: key.to_string(), count: 0, samples: Vec::new() });
+                        self.index.insert(key.to_string(), self.kinds.len() - 1);
+                        self.kinds.len() - 1
+                    }
+                }
+            }
+        };
+        let k = &mut self.kinds[i];
+        k.count += 1;
+        if k.samples.len() < SAMPLES_PER_KIND {
+            k.samples.push((line, sample()));
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.kinds.iter().map(|k| k.count).sum()
+    }
+
+    /// Kinds sorted by count, most frequent first.
+    pub fn sorted(&self) -> Vec<&KindCount> {
+        let mut v: Vec<&KindCount> = self.kinds.iter().collect();
+        v.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
+        v
+    }
+
+    pub fn count_of(&self, kind: &str) -> u64 {
+        self.index.get(kind).map_or(0, |&i| self.kinds[i].count)
+    }
+}
+
+/// Summary of one file read.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReadReport {
+    pub path: String,
+    pub bytes: u64,
+    pub lines: u64,
+    /// Prefixed NCCL segments found (a broken physical line may hold several).
+    pub nccl_segments: u64,
+    /// Operations emitted, recovered ones included.
+    pub ops: u64,
+    /// Operations rebuilt from lines cut by another writer (trailing fields lost).
+    pub recovered_ops: u64,
+    /// Physical lines rebuilt by joining a cut-off fragment with the next line.
+    pub rejoined_lines: u64,
+    /// Segments whose tail another writer overwrote.
+    pub broken_segments: u64,
+    /// Broken operation lines too short to recover (cut before the `comm` field).
+    pub broken_unrecovered: u64,
+    pub tuning_lines: u64,
+    /// Operations that received algorithm/protocol from a tuning line.
+    pub tuned_ops: u64,
+    /// Tuning lines that matched no pending operation.
+    pub tuning_unmatched: u64,
+    pub call_lines: u64,
+    pub init_lines: u64,
+    pub channel_lines: u64,
+    pub topology_lines: u64,
+    pub topology_blocks: u64,
+    pub topology_malformed: u64,
+    pub version_lines: u64,
+    pub warn_lines: u64,
+    /// Complete lines of a known kind that failed to parse.
+    pub malformed: KindCounts,
+    /// NCCL lines of kinds commlens does not interpret.
+    pub unknown: KindCounts,
+    /// Lines without an NCCL prefix (program output, nccl-tests tables).
+    pub non_nccl_lines: u64,
+    pub non_nccl_samples: Vec<(u64, String)>,
+    pub overlong_lines: u64,
+}
+
+impl ReadReport {
+    /// Lines that carried information commlens could not use.
+    pub fn skipped(&self) -> u64 {
+        self.malformed.total() + self.broken_unrecovered
+    }
+}
+
+/// Kind of an uninterpreted message: its first word, digits folded to `#`
+/// (`init.cc:1798 Cuda Host Alloc` → `init.cc:#`, `NET/IB : Using` → `NET/IB`).
+pub fn message_kind(msg: &[u8]) -> String {
+    let (first, _) = crate::bytes::next_token(msg);
+    let first = first.strip_suffix(b":").unwrap_or(first);
+    let mut out = String::with_capacity(first.len().min(32));
+    let mut last_digit = false;
+    for &b in first.iter().take(32) {
+        if b.is_ascii_digit() {
+            if !last_digit {
+                out.push('#');
+            }
+            last_digit = true;
+        } else {
+            last_digit = false;
+            out.push(if b.is_ascii_graphic() { b as char } else { '?' });
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(empty)");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        assert_eq!(message_kind(b"init.cc:1798 Cuda Host Alloc"), "init.cc:#");
+        assert_eq!(message_kind(b"NET/IB : Using"), "NET/IB");
+        assert_eq!(message_kind(b"Connected all rings"), "Connected");
+        assert_eq!(message_kind(b""), "(empty)");
+        assert_eq!(message_kind(b"  0 : GPU/0-17000"), "#");
+    }
+
+    #[test]
+    fn counts_are_bounded() {
+        let mut k = KindCounts::default();
+        for i in 0..1000 {
+            k.add(&format!("k{i}"), i, || "x".into());
+            k.add("hot", i, || format!("s{i}"));
+        }
+        assert!(k.kinds.len() <= MAX_KINDS + 1);
+        assert_eq!(k.total(), 2000);
+        assert_eq!(k.count_of("hot"), 1000);
+        assert_eq!(k.sorted()[0].kind, "hot");
+        assert_eq!(k.kinds.iter().find(|x| x.kind == "hot").unwrap().samples.len(), 3);
+    }
+}

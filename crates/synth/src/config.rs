@@ -1,0 +1,330 @@
+//! Run configuration: what run to synthesize, its validation, and the NCCL version gates.
+//!
+//! Owns [`RunConfig`] (parallel layout, model size, schedule, realism knobs), the
+//! [`Schedule`] choice, the [`ConfigError`] returned by validation and [`NcclVersion`], which
+//! decides which version-dependent line forms are written (see its methods for the evidence
+//! behind each gate).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Pipeline schedule of the microbatches of one iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Schedule {
+    /// Megatron's default non-interleaved 1F1B schedule (warm-up, steady state, cool-down).
+    OneFOneB,
+    /// GPipe-like: all forward passes, then all backward passes.
+    AllForwardAllBackward,
+}
+
+/// What to synthesize. `world = tp * pp * dp`, one process per GPU (as torchrun starts them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Tensor-parallel size.
+    pub tp: usize,
+    /// Pipeline-parallel size.
+    pub pp: usize,
+    /// Data-parallel size.
+    pub dp: usize,
+    /// GPUs (processes) per node; hosts are `<host_prefix>00`, `<host_prefix>01`, ...
+    pub gpus_per_node: usize,
+    /// Host name prefix.
+    pub host_prefix: String,
+    /// Transformer layers of the whole model (must be divisible by `pp`).
+    pub layers: usize,
+    /// Hidden size (divisible by `tp`).
+    pub hidden: usize,
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Micro-batch size.
+    pub micro_batch: usize,
+    /// Microbatches per iteration (gradient-accumulation steps).
+    pub num_microbatches: usize,
+    /// Training iterations.
+    pub iterations: usize,
+    /// Padded vocabulary size (divisible by `tp`).
+    pub vocab: usize,
+    /// NCCL version string, e.g. `"2.27.7"`.
+    pub nccl_version: String,
+    /// CUDA version the NCCL build targets (`+cuda12.8`), also gives `cudaDriverVersion 12080`.
+    pub cuda_version: String,
+    /// Prefix every line with `NCCL_DEBUG_TIMESTAMP_FORMAT="%s.%6f"` epoch seconds.
+    pub timestamps: bool,
+    /// Epoch second at which the first process starts.
+    pub start_epoch_s: u64,
+    /// Seed of the SplitMix64 generator.
+    pub seed: u64,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Collective channels of single-node communicators (multi-node ones use at most 4).
+    pub nccl_channels: usize,
+    /// Also write `NCCL CALL ncclAllReduce(...)` / `ncclGroupStart()` lines (CALL subsystem).
+    pub call_lines: bool,
+    /// Also produce `combined.log`, the processes' lines merged as torchrun's stdout would.
+    pub interleave: bool,
+    /// Op lines of `combined.log` cut mid-way with another process's line spliced in.
+    pub broken_lines: usize,
+}
+
+impl Default for RunConfig {
+    /// A 4-rank TP=2/PP=2/DP=1 run on one node of 4 GPUs; total output well under 1 MB.
+    fn default() -> Self {
+        RunConfig {
+            tp: 2,
+            pp: 2,
+            dp: 1,
+            gpus_per_node: 4,
+            host_prefix: "node".to_string(),
+            layers: 4,
+            hidden: 1024,
+            seq_len: 1024,
+            micro_batch: 1,
+            num_microbatches: 4,
+            iterations: 2,
+            vocab: 50304,
+            nccl_version: "2.27.7".to_string(),
+            cuda_version: "12.8".to_string(),
+            timestamps: true,
+            start_epoch_s: 1_766_081_200,
+            seed: 42,
+            schedule: Schedule::OneFOneB,
+            nccl_channels: 8,
+            call_lines: false,
+            interleave: false,
+            broken_lines: 0,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Default model and run, with the given parallel sizes. Uses 8 GPUs per node when the
+    /// world has 8 or more ranks (NVSwitch node), otherwise one node holding the whole world.
+    /// The layer count is raised to a multiple of `pp` (at least 2 layers per stage).
+    pub fn megatron(tp: usize, pp: usize, dp: usize) -> Self {
+        let world = tp * pp * dp;
+        let mut cfg = RunConfig {
+            tp,
+            pp,
+            dp,
+            gpus_per_node: if world >= 8 { 8 } else { world.max(1) },
+            ..RunConfig::default()
+        };
+        let per_stage = (cfg.layers / pp.max(1)).max(2);
+        cfg.layers = per_stage * pp.max(1);
+        cfg
+    }
+
+    /// Number of ranks (processes).
+    pub fn world(&self) -> usize {
+        self.tp * self.pp * self.dp
+    }
+
+    /// Number of nodes (the last one may be partially used).
+    pub fn nodes(&self) -> usize {
+        self.world().div_ceil(self.gpus_per_node.max(1))
+    }
+
+    /// Transformer layers held by each pipeline stage.
+    pub fn layers_per_stage(&self) -> usize {
+        self.layers / self.pp.max(1)
+    }
+
+    /// Checks the configuration; [`crate::generate`] panics on what this rejects.
+    pub fn validate(&self) -> Result<NcclVersion, ConfigError> {
+        let positive = [
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("dp", self.dp),
+            ("gpus_per_node", self.gpus_per_node),
+            ("layers", self.layers),
+            ("hidden", self.hidden),
+            ("seq_len", self.seq_len),
+            ("micro_batch", self.micro_batch),
+            ("num_microbatches", self.num_microbatches),
+            ("vocab", self.vocab),
+            ("nccl_channels", self.nccl_channels),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                return Err(ConfigError(format!("{name} must be at least 1")));
+            }
+        }
+        if self.world() > 4096 {
+            return Err(ConfigError(format!("world size {} exceeds 4096", self.world())));
+        }
+        if self.gpus_per_node > 16 {
+            return Err(ConfigError("gpus_per_node must be at most 16".into()));
+        }
+        if self.nccl_channels > 32 {
+            return Err(ConfigError("nccl_channels must be at most 32".into()));
+        }
+        if self.layers % self.pp != 0 {
+            return Err(ConfigError(format!(
+                "layers ({}) must be divisible by pp ({})",
+                self.layers, self.pp
+            )));
+        }
+        if self.hidden % self.tp != 0 || self.vocab % self.tp != 0 {
+            return Err(ConfigError("hidden and vocab must be divisible by tp".into()));
+        }
+        if self.broken_lines > 0 && !self.interleave {
+            return Err(ConfigError("broken_lines needs interleave = true".into()));
+        }
+        if self.host_prefix.is_empty() || self.host_prefix.contains([':', ' ', '/']) {
+            return Err(ConfigError("host_prefix must be non-empty, without ':', ' ' or '/'".into()));
+        }
+        cuda_driver_version(&self.cuda_version)?;
+        NcclVersion::parse(&self.nccl_version)
+    }
+}
+
+/// `"12.8"` -> `12080`, the value NCCL prints as `cudaDriverVersion`.
+pub(crate) fn cuda_driver_version(cuda: &str) -> Result<u32, ConfigError> {
+    let mut it = cuda.split('.');
+    let major = it.next().and_then(|s| s.parse::<u32>().ok());
+    let minor = it.next().and_then(|s| s.parse::<u32>().ok()).or(Some(0));
+    match (major, minor) {
+        (Some(a), Some(b)) if a > 0 && b < 100 => Ok(a * 1000 + b * 10),
+        _ => Err(ConfigError(format!("bad cuda_version {cuda:?}, expected like \"12.8\""))),
+    }
+}
+
+/// Invalid [`RunConfig`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid synth config: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parsed NCCL version with the gates for version-dependent line forms.
+///
+/// Evidence: the real logs under `shared/data/real/nccl-logs` (2.16.5, 2.18.1, 2.20.5, 2.26.x,
+/// 2.27.7, 2.28.9). Gates between two sampled versions are placed at the newer sample unless
+/// the NCCL release notes say otherwise (runtime connection: 2.22).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NcclVersion {
+    /// Major (2).
+    pub major: u32,
+    /// Minor (27).
+    pub minor: u32,
+    /// Patch (7).
+    pub patch: u32,
+}
+
+impl NcclVersion {
+    /// Parses `"2.27.7"` (extra components such as `"2.28.9.1"` are ignored).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        let parts: Vec<Option<u32>> = s.split('.').map(|p| p.parse().ok()).collect();
+        match parts.as_slice() {
+            [Some(a), Some(b), Some(c), ..] if *a == 2 && *b >= 12 => {
+                Ok(NcclVersion { major: *a, minor: *b, patch: *c })
+            }
+            _ => Err(ConfigError(format!(
+                "bad nccl_version {s:?}, expected 2.<minor>.<patch> with minor >= 12"
+            ))),
+        }
+    }
+
+    fn at_least(&self, minor: u32) -> bool {
+        self.major > 2 || (self.major == 2 && self.minor >= minor)
+    }
+
+    /// `[nranks=N]` after the comm pointer of op lines (seen in 2.26.6, 2.27.7, 2.28.9).
+    pub fn nranks_field(&self) -> bool {
+        self.at_least(26)
+    }
+
+    /// Init lines start with the API name (`ncclCommInitRankConfig comm ...`): 2.26+.
+    pub fn init_api_prefix(&self) -> bool {
+        self.at_least(26)
+    }
+
+    /// Ring connections are made at the first collective (NCCL_RUNTIME_CONNECT, 2.22+),
+    /// not during init.
+    pub fn runtime_connect(&self) -> bool {
+        self.at_least(22)
+    }
+
+    /// `Connected all rings, use ring PXN 0 GDR 1` instead of `Connected all rings` (2.26+).
+    pub fn ring_pxn_suffix(&self) -> bool {
+        self.at_least(26)
+    }
+
+    /// The channel summary has a non-zero collnet count (2.26+); before, `0 collnet channels`.
+    pub fn collnet_count(&self) -> bool {
+        self.at_least(26)
+    }
+
+    /// The channel summary names collnet channels at all (2.19+).
+    pub fn collnet_field(&self) -> bool {
+        self.at_least(19)
+    }
+
+    /// `MNNVL 0` at the end of the rank-layout line (2.20+).
+    pub fn mnnvl_field(&self) -> bool {
+        self.at_least(20)
+    }
+
+    /// `Bootstrap: Using` (2.27) rather than `Bootstrap : Using` (older).
+    pub fn bootstrap_colon_style(&self) -> bool {
+        self.at_least(27)
+    }
+
+    /// `Init timings - ...` and `Bootstrap timings ...` lines (2.26+, seen in 2.27.7/2.28.9).
+    pub fn init_timings(&self) -> bool {
+        self.at_least(26)
+    }
+
+    /// `NET[..] - NET/0-0 (0/0/0/25.000000)` suffix in the topology dump (2.28).
+    pub fn net_node_suffix(&self) -> bool {
+        self.at_least(28)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_small() {
+        let c = RunConfig::default();
+        assert_eq!(c.world(), 4);
+        assert_eq!(c.nodes(), 1);
+        assert_eq!(c.validate().unwrap(), NcclVersion { major: 2, minor: 27, patch: 7 });
+    }
+
+    #[test]
+    fn megatron_constructor() {
+        let c = RunConfig::megatron(2, 4, 2);
+        assert_eq!(c.world(), 16);
+        assert_eq!(c.gpus_per_node, 8);
+        assert_eq!(c.nodes(), 2);
+        assert_eq!(c.layers % 4, 0);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_configs() {
+        let mut c = RunConfig { layers: 3, ..RunConfig::default() };
+        assert!(c.validate().is_err());
+        c = RunConfig { broken_lines: 2, ..RunConfig::default() };
+        assert!(c.validate().is_err());
+        c = RunConfig { nccl_version: "2.x".into(), ..RunConfig::default() };
+        assert!(c.validate().is_err());
+        assert_eq!(cuda_driver_version("12.8").unwrap(), 12080);
+        assert_eq!(cuda_driver_version("13.0").unwrap(), 13000);
+    }
+
+    #[test]
+    fn version_gates() {
+        let v = NcclVersion::parse("2.28.9.1").unwrap();
+        assert!(v.nranks_field() && v.net_node_suffix());
+        let old = NcclVersion::parse("2.20.5").unwrap();
+        assert!(!old.nranks_field() && !old.runtime_connect() && old.mnnvl_field());
+    }
+}

@@ -1,0 +1,280 @@
+//! Process layout and communicators: who runs where and which groups exist.
+//!
+//! Owns the mapping global rank -> (host, pid, CUDA device, bus id, tp/pp/dp coordinates) and
+//! the Megatron-LM process groups turned into NCCL communicators, with their commIds, member
+//! order and per-process `comm`/`stream` pointers.
+//!
+//! Rank order is Megatron's default `tp-dp-pp`: `rank = t + tp * (d + dp * p)`. Groups are
+//! created, on every process, in the order WORLD, DP, MP, TP, PP, EMB (the order of
+//! `initialize_model_parallel`, MP being the model-parallel group). A group of one rank never
+//! issues NCCL work, so it gets no communicator. MP exists only when `dp > 1` and
+//! `tp * pp > 1` (otherwise it has one rank or the same members as WORLD, which then serves
+//! the grad-norm reduction); EMB (first and last stage of each pipeline) only when `pp > 1`.
+
+use crate::config::RunConfig;
+use crate::rng::SplitMix64;
+
+/// PCI bus ids of the GPUs of one node (DGX/HGX A100-like), as NCCL prints them (`%lx`).
+const GPU_BUS_IDS: [u64; 8] = [0x7000, 0xf000, 0x47000, 0x4e000, 0x87000, 0x90000, 0xb7000, 0xbd000];
+/// PCI bus id of the node's InfiniBand NIC.
+pub(crate) const NIC_BUS_ID: u64 = 0xe1000;
+
+/// One process (= one GPU = one global rank).
+#[derive(Clone, Debug)]
+pub(crate) struct Proc {
+    pub rank: usize,
+    pub host: String,
+    pub node: usize,
+    pub local_rank: usize,
+    pub pid: u32,
+    pub tp_rank: usize,
+    pub pp_rank: usize,
+    pub dp_rank: usize,
+    /// CUDA device = NVML device = local rank (torchrun + `torch.cuda.set_device(local_rank)`).
+    pub dev: usize,
+    pub bus_id: u64,
+    pub ip: String,
+    /// Base of device allocations (PyTorch caching allocator, `0x7f..`).
+    pub dev_base: u64,
+}
+
+/// Kind of Megatron process group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum GroupKind {
+    World,
+    Dp,
+    Mp,
+    Tp,
+    Pp,
+    Emb,
+}
+
+impl GroupKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            GroupKind::World => "WORLD",
+            GroupKind::Dp => "DP",
+            GroupKind::Mp => "MP",
+            GroupKind::Tp => "TP",
+            GroupKind::Pp => "PP",
+            GroupKind::Emb => "EMB",
+        }
+    }
+}
+
+/// One NCCL communicator (one Megatron group instance).
+#[derive(Clone, Debug)]
+pub(crate) struct Comm {
+    pub name: String,
+    pub kind: GroupKind,
+    pub comm_id: u64,
+    /// Global ranks in comm-rank order.
+    pub members: Vec<usize>,
+    /// `comm 0x...` pointer of each member (same order as `members`).
+    pub ptrs: Vec<u64>,
+    /// NCCL stream of each member (PyTorch uses one stream per group and device).
+    pub streams: Vec<u64>,
+    pub n_nodes: usize,
+    /// Collective channels.
+    pub channels: usize,
+}
+
+impl Comm {
+    pub fn nranks(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Comm rank of a global rank (panics if not a member).
+    pub fn crank(&self, global: usize) -> usize {
+        self.members.iter().position(|&m| m == global).expect("rank is a member of the comm")
+    }
+
+    /// Whether the communicator spans more than one node.
+    pub fn inter_node(&self) -> bool {
+        self.n_nodes > 1
+    }
+
+    /// P2P channels and p2p channels per peer of the channel summary line.
+    pub fn p2p_channels(&self) -> (usize, usize) {
+        let p2p = self.channels.next_power_of_two();
+        let per_peer = if self.nranks() <= 2 { p2p } else { (p2p / self.nranks()).max(2) };
+        (p2p, per_peer)
+    }
+}
+
+/// Everything about who runs where.
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    pub procs: Vec<Proc>,
+    pub comms: Vec<Comm>,
+    /// For each global rank, its communicators in creation order (indices into `comms`).
+    pub proc_comms: Vec<Vec<usize>>,
+}
+
+impl Layout {
+    pub fn build(cfg: &RunConfig, rng: &mut SplitMix64) -> Layout {
+        let world = cfg.world();
+        let gpn = cfg.gpus_per_node;
+        let mut procs = Vec::with_capacity(world);
+        let mut node_pid = 0u32;
+        for rank in 0..world {
+            let node = rank / gpn;
+            let local_rank = rank % gpn;
+            if local_rank == 0 {
+                node_pid = 100_000 + rng.below(3_000_000) as u32;
+            } else {
+                // torchrun forks workers one after another; keep room for their threads' tids.
+                node_pid += 150 + rng.below(60) as u32;
+            }
+            let tp_rank = rank % cfg.tp;
+            let dp_rank = (rank / cfg.tp) % cfg.dp;
+            let pp_rank = rank / (cfg.tp * cfg.dp);
+            let bus_id = if local_rank < GPU_BUS_IDS.len() {
+                GPU_BUS_IDS[local_rank]
+            } else {
+                0x1000 * (0x100 + 0x10 * local_rank as u64) + 0x7000
+            };
+            let dev_base = 0x7f00_0000_0000 + (rng.below(0xf0) << 32) + (rng.below(0x40) << 26);
+            procs.push(Proc {
+                rank,
+                host: format!("{}{:02}", cfg.host_prefix, node),
+                node,
+                local_rank,
+                pid: node_pid,
+                tp_rank,
+                pp_rank,
+                dp_rank,
+                dev: local_rank,
+                bus_id,
+                ip: format!("10.0.{}.{}", node / 200, node % 200 + 11),
+                dev_base,
+            });
+        }
+
+        let mut groups: Vec<(GroupKind, usize, Vec<usize>)> = Vec::new();
+        let rank_of = |t: usize, d: usize, p: usize| t + cfg.tp * (d + cfg.dp * p);
+        groups.push((GroupKind::World, 0, (0..world).collect()));
+        if cfg.dp > 1 {
+            for p in 0..cfg.pp {
+                for t in 0..cfg.tp {
+                    let m = (0..cfg.dp).map(|d| rank_of(t, d, p)).collect();
+                    groups.push((GroupKind::Dp, p * cfg.tp + t, m));
+                }
+            }
+            if cfg.tp * cfg.pp > 1 {
+                for d in 0..cfg.dp {
+                    let m = (0..cfg.pp)
+                        .flat_map(|p| (0..cfg.tp).map(move |t| (t, p)))
+                        .map(|(t, p)| rank_of(t, d, p))
+                        .collect();
+                    groups.push((GroupKind::Mp, d, m));
+                }
+            }
+        }
+        if cfg.tp > 1 {
+            for i in 0..world / cfg.tp {
+                groups.push((GroupKind::Tp, i, (i * cfg.tp..(i + 1) * cfg.tp).collect()));
+            }
+        }
+        if cfg.pp > 1 {
+            let n = world / cfg.pp;
+            for i in 0..n {
+                groups.push((GroupKind::Pp, i, (0..cfg.pp).map(|k| i + k * n).collect()));
+            }
+            for i in 0..n {
+                groups.push((GroupKind::Emb, i, vec![i, i + (cfg.pp - 1) * n]));
+            }
+        }
+
+        // Per-process heap base for `comm`/`stream` pointers (glibc heap, `0x55..`/`0x56..`).
+        let heap: Vec<u64> =
+            (0..world).map(|_| 0x5500_0000_0000 + (rng.below(0x1_8000_0000) << 4)).collect();
+        let mut next_obj = vec![0u64; world];
+        let mut comms = Vec::with_capacity(groups.len());
+        let mut proc_comms = vec![Vec::new(); world];
+        for (kind, index, members) in groups {
+            // Bit 60 set: always 16 hex digits, like `commId 0x54fe282d32a87d85`.
+            let comm_id = rng.next_u64() | (1 << 60);
+            let mut ptrs = Vec::with_capacity(members.len());
+            let mut streams = Vec::with_capacity(members.len());
+            for &m in &members {
+                next_obj[m] += 1;
+                let slot = next_obj[m];
+                ptrs.push(heap[m] + slot * 0x10_3a40 + (rng.below(0x400) << 4));
+                streams.push(heap[m] + 0x8000 + slot * 0x10_3a40 - 0x9_1c00 + (rng.below(0x100) << 4));
+                proc_comms[m].push(comms.len());
+            }
+            let mut nodes: Vec<usize> = members.iter().map(|&m| procs[m].node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let n_nodes = nodes.len();
+            let channels = if n_nodes > 1 { cfg.nccl_channels.min(4) } else { cfg.nccl_channels };
+            let name = match kind {
+                GroupKind::World => "WORLD".to_string(),
+                k => format!("{}{}", k.label(), index),
+            };
+            comms.push(Comm { name, kind, comm_id, members, ptrs, streams, n_nodes, channels });
+        }
+        Layout { procs, comms, proc_comms }
+    }
+
+    /// The communicator of `kind` that `rank` belongs to, if any.
+    pub fn comm_of(&self, rank: usize, kind: GroupKind) -> Option<usize> {
+        self.proc_comms[rank].iter().copied().find(|&c| self.comms[c].kind == kind)
+    }
+
+    /// Global ranks living on `node`.
+    pub fn node_ranks(&self, node: usize) -> Vec<usize> {
+        self.procs.iter().filter(|p| p.node == node).map(|p| p.rank).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(cfg: &RunConfig) -> Layout {
+        Layout::build(cfg, &mut SplitMix64::new(cfg.seed))
+    }
+
+    #[test]
+    fn default_groups() {
+        let l = layout(&RunConfig::default());
+        let names: Vec<&str> = l.comms.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["WORLD", "TP0", "TP1", "PP0", "PP1", "EMB0", "EMB1"]);
+        assert_eq!(l.comms[1].members, vec![0, 1]);
+        assert_eq!(l.comms[3].members, vec![0, 2]);
+        assert_eq!(l.comms[6].members, vec![1, 3]);
+        assert_eq!(l.proc_comms[3].len(), 4);
+        assert_eq!(l.procs[3].pp_rank, 1);
+        assert_eq!(l.procs[3].tp_rank, 1);
+    }
+
+    #[test]
+    fn three_d_groups() {
+        let cfg = RunConfig::megatron(2, 2, 2);
+        let l = layout(&cfg);
+        // rank = t + 2*(d + 2*p)
+        let dp = l.comm_of(5, GroupKind::Dp).unwrap();
+        assert_eq!(l.comms[dp].members, vec![4, 6]);
+        let mp = l.comm_of(2, GroupKind::Mp).unwrap();
+        assert_eq!(l.comms[mp].members, vec![2, 3, 6, 7]);
+        let pp = l.comm_of(3, GroupKind::Pp).unwrap();
+        assert_eq!(l.comms[pp].members, vec![3, 7]);
+        // ids distinct, pointers distinct per process
+        let mut ids: Vec<u64> = l.comms.iter().map(|c| c.comm_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), l.comms.len());
+        for r in 0..cfg.world() {
+            let mut p: Vec<u64> = l.proc_comms[r]
+                .iter()
+                .map(|&c| l.comms[c].ptrs[l.comms[c].crank(r)])
+                .collect();
+            let n = p.len();
+            p.sort_unstable();
+            p.dedup();
+            assert_eq!(p.len(), n);
+        }
+    }
+}
