@@ -1,1 +1,73 @@
-fn main() {}
+//! `commlens`: the command-line front end. Parses arguments and hands each
+//! subcommand to its module in [`cmd`]; all real work lives in the library
+//! crates (ingest → core → analyze → export).
+
+mod cmd;
+mod progress;
+mod render;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "commlens", version, about = "Make the NCCL communication of distributed training visible.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Counts and bytes per rank, per communicator and per operation, and the
+    /// message-size distribution, from NCCL_DEBUG=INFO logs.
+    Stats {
+        /// Log files or folders (searched recursively); gzip is read transparently.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Also list the kinds of lines that were not interpreted, with samples.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// The topology NCCL printed: nodes, links and, per communicator, the bottleneck link.
+    Topo {
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
+    /// and runs `stats` and `topo` on it.
+    Demo {
+        /// Where to write the generated logs (default: a temporary folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
+        Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
+        Command::Demo { out } => cmd::demo::run(out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -153,7 +153,11 @@ impl Topology {
         if let Some(i) = self.find(kind, id) {
             return i;
         }
-        self.nodes.push(TopoNode { kind, id: id.to_string(), bus_id: parse_bus_id(id), rank: None });
+        let bus_id = match kind {
+            NodeKind::Gpu | NodeKind::Nic | NodeKind::PciSwitch => parse_bus_id(id),
+            _ => None,
+        };
+        self.nodes.push(TopoNode { kind, id: id.to_string(), bus_id, rank: None });
         self.nodes.len() - 1
     }
 

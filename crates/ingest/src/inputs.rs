@@ -57,27 +57,31 @@ pub struct Loaded {
     pub remaps: Vec<Remap>,
 }
 
-/// Reads all inputs in parallel. `per_op` runs on every operation as it is
-/// read (on the reading thread, with the file's position in the returned
-/// `reports` and the per-file indices); with `keep_ops` the operations are
-/// also stored in the table.
-pub fn load_inputs_with<F>(
+/// Reads all inputs in parallel, one file per task. Each file gets its own
+/// state from `make`, and `per_op` folds every operation into it as it is read
+/// (with the file's own indices; `Loaded::remaps[i]` maps them into the merged
+/// table). With `keep_ops` the operations are also stored in the table.
+/// Returns the states in file order, next to `Loaded::remaps`.
+pub fn load_inputs_with<S, M, F>(
     paths: &[PathBuf],
     opts: &ReadOptions,
     keep_ops: bool,
+    make: M,
     per_op: F,
-) -> Result<Loaded, IngestError>
+) -> Result<(Loaded, Vec<S>), IngestError>
 where
-    F: Fn(usize, &CollOp) + Sync,
+    S: Send + Default,
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, &CollOp) + Sync,
 {
     let files = expand_inputs(paths)?;
-    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>)> = files
+    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, S)> = files
         .par_iter()
-        .enumerate()
-        .map(|(i, (path, explicit))| {
+        .map(|(path, explicit)| {
             let mut ops: Vec<CollOp> = Vec::new();
+            let mut state = make();
             let res = nccl_log::read_path(path, opts, &mut |op| {
-                per_op(i, &op);
+                per_op(&mut state, &op);
                 if keep_ops {
                     ops.push(op);
                 }
@@ -92,14 +96,16 @@ where
                 }
                 (t, r)
             });
-            (path.clone(), *explicit, res)
+            (path.clone(), *explicit, res, state)
         })
         .collect();
     let mut parts = Vec::new();
     let mut reports = Vec::new();
     let mut skipped_files = Vec::new();
     let mut file_slot = Vec::new();
-    for (i, (path, explicit, res)) in results.into_iter().enumerate() {
+    let mut states = Vec::with_capacity(files.len());
+    for (i, (path, explicit, res, state)) in results.into_iter().enumerate() {
+        states.push(state);
         match res {
             Ok((t, r)) => {
                 parts.push(t);
@@ -122,10 +128,10 @@ where
     for (slot, r) in file_slot.into_iter().zip(part_remaps) {
         remaps[slot] = r;
     }
-    Ok(Loaded { table, reports, skipped_files, remaps })
+    Ok((Loaded { table, reports, skipped_files, remaps }, states))
 }
 
 /// Reads all inputs into one assembled table with every operation stored.
 pub fn load_inputs(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
-    load_inputs_with(paths, opts, true, |_, _| {})
+    load_inputs_with(paths, opts, true, || (), |_: &mut (), _| {}).map(|(l, _)| l)
 }

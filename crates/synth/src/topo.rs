@@ -96,9 +96,8 @@ pub(crate) fn topology_dump(
     for s in 0..sockets {
         out.push(format!("CPU/0-{s} (1/1/2)"));
         let mut children: Vec<(u64, Vec<String>)> = Vec::new();
-        for &(bus, cr, lr) in gpus.iter().filter(|g| g.2 / 4 == s) {
+        for &(bus, cr, _) in gpus.iter().filter(|g| g.2 / 4 == s) {
             let mut lines = vec![format!("{pci}GPU/0-{bus:x} ({cr})")];
-            let _ = lr;
             if nvswitch {
                 lines.push(format!("{indent}+ NVL[{NVS_BW:.1}] - NVS/0-0"));
             } else if let Some(bw) = pair {

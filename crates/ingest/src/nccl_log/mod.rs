@@ -33,7 +33,8 @@ pub struct ReadOptions {
     pub max_line: usize,
     /// Give up when this many lines carried no NCCL prefix at all.
     pub sniff_lines: u64,
-    /// Called with the number of bytes read so far, about every 4 MiB.
+    /// Called with the number of bytes read since its previous call, about
+    /// every 4 MiB (the deltas of one file add up to its size).
     pub progress: Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>,
 }
 
@@ -55,6 +56,7 @@ pub fn read_stream(
     let mut parser = LogParser::new();
     let mut first_line: Option<String> = None;
     let mut next_progress = 4u64 << 20;
+    let mut reported = 0u64;
     let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
     loop {
         let line_no = reader.line_no + 1;
@@ -71,7 +73,8 @@ pub fn read_stream(
         }
         if let Some(p) = &opts.progress {
             if reader.bytes_read >= next_progress {
-                p(reader.bytes_read);
+                p(reader.bytes_read - reported);
+                reported = reader.bytes_read;
                 next_progress = reader.bytes_read + (4 << 20);
             }
         }
@@ -86,7 +89,7 @@ pub fn read_stream(
         return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: report.lines, first_line });
     }
     if let Some(p) = &opts.progress {
-        p(reader.bytes_read);
+        p(reader.bytes_read - reported);
     }
     let mut table = parser.table;
     table.sources.push(report.path.clone());

@@ -1,0 +1,396 @@
+//! Counting what was communicated: per rank, per logical communicator, per
+//! operation kind, plus message-size histograms (power-of-two buckets) and
+//! the algorithm/protocol mix.
+//!
+//! [`Aggregate`] holds only counters keyed by (device, communicator, kind), so
+//! its memory depends on the number of communicators, not of operations.
+//! Aggregates of separate files are re-keyed with [`Aggregate::remap`] and
+//! merged with [`Aggregate::merge`].
+
+use commlens_core::model::{CommIdx, DevIdx, Grouping};
+use commlens_core::{Algorithm, CollOp, OpKind, OpTable, Protocol};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Cell {
+    pub ops: u64,
+    pub bytes: u64,
+    pub recovered: u64,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl Cell {
+    fn add(&mut self, bytes: u64, recovered: bool) {
+        if self.ops == 0 || bytes < self.min_bytes {
+            self.min_bytes = bytes;
+        }
+        self.max_bytes = self.max_bytes.max(bytes);
+        self.ops += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.recovered += recovered as u64;
+    }
+
+    fn absorb(&mut self, o: &Cell) {
+        if o.ops == 0 {
+            return;
+        }
+        if self.ops == 0 || o.min_bytes < self.min_bytes {
+            self.min_bytes = o.min_bytes;
+        }
+        self.max_bytes = self.max_bytes.max(o.max_bytes);
+        self.ops += o.ops;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.recovered += o.recovered;
+    }
+}
+
+/// Power-of-two size bucket: 0 for 0 bytes, else 1 + floor(log2(bytes)).
+pub fn size_bucket(bytes: u64) -> u8 {
+    if bytes == 0 {
+        0
+    } else {
+        (64 - bytes.leading_zeros()) as u8
+    }
+}
+
+/// Lower bound in bytes of a bucket from [`size_bucket`].
+pub fn bucket_floor(b: u8) -> u64 {
+    if b == 0 {
+        0
+    } else {
+        1u64 << (b - 1)
+    }
+}
+
+/// Streaming counters over operations.
+#[derive(Debug, Clone, Default)]
+pub struct Aggregate {
+    pub cells: HashMap<(DevIdx, CommIdx, OpKind), Cell>,
+    pub sizes: HashMap<(OpKind, u8), u64>,
+    pub algos: HashMap<(OpKind, Option<Algorithm>, Option<Protocol>), u64>,
+}
+
+impl Aggregate {
+    #[inline]
+    pub fn add(&mut self, op: &CollOp) {
+        self.cells.entry((op.dev, op.comm, op.kind)).or_default().add(op.bytes, op.recovered);
+        *self.sizes.entry((op.kind, size_bucket(op.bytes))).or_default() += 1;
+        *self.algos.entry((op.kind, op.algo, op.proto)).or_default() += 1;
+    }
+
+    pub fn from_table(t: &OpTable) -> Aggregate {
+        let mut a = Aggregate::default();
+        for op in t.ops() {
+            a.add(op);
+        }
+        a
+    }
+
+    /// Re-keys device and communicator indices (after tables were merged).
+    pub fn remap(self, dev: &[DevIdx], comm: &[CommIdx]) -> Aggregate {
+        let mut out = Aggregate { sizes: self.sizes, algos: self.algos, ..Aggregate::default() };
+        for ((d, c, k), cell) in self.cells {
+            out.cells.entry((dev[d.ix()], comm[c.ix()], k)).or_default().absorb(&cell);
+        }
+        out
+    }
+
+    pub fn merge(&mut self, o: Aggregate) {
+        for (k, c) in o.cells {
+            self.cells.entry(k).or_default().absorb(&c);
+        }
+        for (k, n) in o.sizes {
+            *self.sizes.entry(k).or_default() += n;
+        }
+        for (k, n) in o.algos {
+            *self.algos.entry(k).or_default() += n;
+        }
+    }
+
+    pub fn total(&self) -> Cell {
+        let mut t = Cell::default();
+        for c in self.cells.values() {
+            t.absorb(c);
+        }
+        t
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RankRow {
+    pub rank: Option<u32>,
+    pub host: String,
+    pub pid: u32,
+    pub cuda_dev: Option<u32>,
+    pub ops: u64,
+    pub bytes: u64,
+    pub collective_ops: u64,
+    pub p2p_ops: u64,
+    pub recovered: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommRow {
+    pub name: String,
+    pub comm_id: Option<String>,
+    pub nranks: u32,
+    pub members_seen: usize,
+    pub global_ranks: Vec<Option<u32>>,
+    pub grouping: Grouping,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Operation kinds with their share of this communicator's operations.
+    pub mix: Vec<(OpKind, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OpRow {
+    pub kind: OpKind,
+    pub ops: u64,
+    pub bytes: u64,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub mean_bytes: f64,
+    /// (algorithm/protocol label, operations)
+    pub algorithms: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeRow {
+    /// Bucket [lo, 2·lo) in bytes; lo = 0 holds empty operations.
+    pub lo_bytes: u64,
+    pub counts: Vec<(OpKind, u64)>,
+    pub total: u64,
+}
+
+/// Everything `commlens stats` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsReport {
+    pub total_ops: u64,
+    pub total_bytes: u64,
+    pub ranks: Vec<RankRow>,
+    pub comms: Vec<CommRow>,
+    pub ops: Vec<OpRow>,
+    pub sizes: Vec<SizeRow>,
+}
+
+impl StatsReport {
+    pub fn build(t: &OpTable, a: &Aggregate) -> StatsReport {
+        let total = a.total();
+        // Per rank.
+        let mut per_dev: BTreeMap<DevIdx, (Cell, u64, u64)> = BTreeMap::new();
+        for ((d, _, k), c) in &a.cells {
+            let e = per_dev.entry(*d).or_default();
+            e.0.absorb(c);
+            if k.is_p2p() {
+                e.2 += c.ops;
+            } else {
+                e.1 += c.ops;
+            }
+        }
+        let mut ranks: Vec<RankRow> = t
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let (c, coll, p2p) = per_dev.get(&DevIdx(i as u32)).copied().unwrap_or_default();
+                let p = &t.processes[d.proc.ix()];
+                RankRow {
+                    rank: d.global_rank,
+                    host: p.host.clone(),
+                    pid: p.pid,
+                    cuda_dev: d.cuda_dev,
+                    ops: c.ops,
+                    bytes: c.bytes,
+                    collective_ops: coll,
+                    p2p_ops: p2p,
+                    recovered: c.recovered,
+                }
+            })
+            .collect();
+        ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.host.clone(), r.pid, r.cuda_dev));
+
+        // Per logical communicator.
+        let mut per_comm: HashMap<CommIdx, (Cell, BTreeMap<OpKind, u64>)> = HashMap::new();
+        for ((_, c, k), cell) in &a.cells {
+            let e = per_comm.entry(*c).or_default();
+            e.0.absorb(cell);
+            *e.1.entry(*k).or_default() += cell.ops;
+        }
+        let mut comms: Vec<CommRow> = t
+            .logical
+            .iter()
+            .map(|l| {
+                let mut cell = Cell::default();
+                let mut mix: BTreeMap<OpKind, u64> = BTreeMap::new();
+                for m in &l.members {
+                    if let Some((c, kinds)) = per_comm.get(m) {
+                        cell.absorb(c);
+                        for (k, n) in kinds {
+                            *mix.entry(*k).or_default() += n;
+                        }
+                    }
+                }
+                let mut mix: Vec<(OpKind, u64)> = mix.into_iter().collect();
+                mix.sort_by(|x, y| y.1.cmp(&x.1));
+                CommRow {
+                    name: l.name.clone(),
+                    comm_id: l.comm_id.map(|id| format!("{id:#018x}")),
+                    nranks: l.nranks,
+                    members_seen: l.members.len(),
+                    global_ranks: l.members.iter().map(|m| t.global_rank_of(*m)).collect(),
+                    grouping: l.grouping,
+                    ops: cell.ops,
+                    bytes: cell.bytes,
+                    mix,
+                }
+            })
+            .collect();
+        comms.sort_by(|x, y| y.bytes.cmp(&x.bytes).then(y.ops.cmp(&x.ops)).then(x.name.cmp(&y.name)));
+
+        // Per kind.
+        let mut per_kind: BTreeMap<OpKind, Cell> = BTreeMap::new();
+        for ((_, _, k), c) in &a.cells {
+            per_kind.entry(*k).or_default().absorb(c);
+        }
+        let ops = per_kind
+            .into_iter()
+            .map(|(kind, c)| {
+                let mut algorithms: Vec<(String, u64)> = a
+                    .algos
+                    .iter()
+                    .filter(|((k, _, _), _)| *k == kind)
+                    .map(|((_, al, pr), n)| {
+                        let label = match (al, pr) {
+                            (None, None) => "(not logged)".to_string(),
+                            (a, p) => format!(
+                                "{}/{}",
+                                a.map_or("?", |a| a.name()),
+                                p.map_or("?", |p| p.name())
+                            ),
+                        };
+                        (label, *n)
+                    })
+                    .collect();
+                algorithms.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                OpRow {
+                    kind,
+                    ops: c.ops,
+                    bytes: c.bytes,
+                    min_bytes: c.min_bytes,
+                    max_bytes: c.max_bytes,
+                    mean_bytes: if c.ops > 0 { c.bytes as f64 / c.ops as f64 } else { 0.0 },
+                    algorithms,
+                }
+            })
+            .collect();
+
+        // Size histogram.
+        let mut by_bucket: BTreeMap<u8, BTreeMap<OpKind, u64>> = BTreeMap::new();
+        for ((k, b), n) in &a.sizes {
+            *by_bucket.entry(*b).or_default().entry(*k).or_default() += n;
+        }
+        let sizes = by_bucket
+            .into_iter()
+            .map(|(b, kinds)| {
+                let total = kinds.values().sum();
+                SizeRow { lo_bytes: bucket_floor(b), counts: kinds.into_iter().collect(), total }
+            })
+            .collect();
+
+        StatsReport { total_ops: total.ops, total_bytes: total.bytes, ranks, comms, ops, sizes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commlens_core::model::{CommMember, Device, ProcIdx, Process};
+    use commlens_core::DataType;
+
+    fn op(dev: u32, comm: u32, kind: OpKind, bytes: u64) -> CollOp {
+        CollOp {
+            proc: ProcIdx(dev),
+            dev: DevIdx(dev),
+            comm: CommIdx(comm),
+            comm_seq: 0,
+            tid: 1,
+            seq: 0,
+            kind,
+            count: bytes / 4,
+            dtype: DataType::Float32,
+            bytes,
+            redop: None,
+            root: None,
+            peer: None,
+            algo: None,
+            proto: None,
+            channels: None,
+            sendbuff: 0,
+            recvbuff: 0,
+            stream: None,
+            cpu_ts_ns: None,
+            gpu: None,
+            kernel: None,
+            line: 1,
+            recovered: false,
+        }
+    }
+
+    #[test]
+    fn buckets() {
+        assert_eq!(size_bucket(0), 0);
+        assert_eq!(size_bucket(1), 1);
+        assert_eq!(size_bucket(1024), 11);
+        assert_eq!(size_bucket(1023), 10);
+        assert_eq!(bucket_floor(size_bucket(4096)), 4096);
+        assert_eq!(bucket_floor(size_bucket(u64::MAX)), 1 << 63);
+    }
+
+    #[test]
+    fn report_sums_and_remap() {
+        let mut t = OpTable::default();
+        for i in 0..2u32 {
+            t.processes.push(Process { host: "h".into(), pid: i, nccl_version: None });
+            t.devices.push(Device {
+                proc: ProcIdx(i),
+                cuda_dev: Some(i),
+                nvml_dev: None,
+                bus_id: None,
+                global_rank: Some(i),
+                local_rank: None,
+            });
+            let mut c = CommMember::new(ProcIdx(i), 0x10 + i as u64);
+            c.device = Some(DevIdx(i));
+            c.nranks = Some(2);
+            c.rank = Some(i);
+            c.comm_id = Some(7);
+            t.comms.push(c);
+        }
+        commlens_core::assemble::assemble(&mut t);
+        let mut a = Aggregate::default();
+        a.add(&op(0, 0, OpKind::AllReduce, 1000));
+        a.add(&op(0, 0, OpKind::AllReduce, 3000));
+        a.add(&op(1, 1, OpKind::AllReduce, 1000));
+        a.add(&op(1, 1, OpKind::Send, 0));
+        let r = StatsReport::build(&t, &a);
+        assert_eq!((r.total_ops, r.total_bytes), (4, 5000));
+        assert_eq!(r.ranks[0].ops, 2);
+        assert_eq!(r.ranks[1].p2p_ops, 1);
+        assert_eq!(r.comms.len(), 1);
+        assert_eq!(r.comms[0].ops, 4);
+        let ar = r.ops.iter().find(|o| o.kind == OpKind::AllReduce).unwrap();
+        assert_eq!((ar.min_bytes, ar.max_bytes, ar.mean_bytes), (1000, 3000, 5000.0 / 3.0));
+        assert_eq!(ar.algorithms, vec![("(not logged)".to_string(), 3)]);
+        assert_eq!(r.sizes.iter().map(|s| s.total).sum::<u64>(), 4);
+        // Remapping both devices onto device 0 merges their cells.
+        let b = a.clone().remap(&[DevIdx(0), DevIdx(0)], &[CommIdx(0), CommIdx(0)]);
+        let cell = b.cells[&(DevIdx(0), CommIdx(0), OpKind::AllReduce)];
+        assert_eq!((cell.ops, cell.bytes, cell.min_bytes, cell.max_bytes), (3, 5000, 1000, 3000));
+        let mut m = a.clone();
+        m.merge(a);
+        assert_eq!(m.total().ops, 8);
+    }
+}

@@ -1,0 +1,53 @@
+//! `commlens stats`: streams the inputs through [`Aggregate`] (operations are
+//! not stored) and prints the per-rank, per-communicator and per-operation
+//! tables and the message-size histogram.
+
+use super::CmdResult;
+use crate::render;
+use crate::Format;
+use commlens_analyze::stats::{Aggregate, StatsReport};
+use commlens_ingest::inputs::load_inputs_with;
+use commlens_ingest::nccl_log::ReadOptions;
+use std::path::PathBuf;
+
+pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
+    let (progress, bar) = crate::progress::for_inputs(inputs);
+    let opts = ReadOptions { progress, ..ReadOptions::default() };
+    let (loaded, aggs) = load_inputs_with(inputs, &opts, false, Aggregate::default, |a, op| a.add(op))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mut agg = Aggregate::default();
+    for (a, r) in aggs.into_iter().zip(&loaded.remaps) {
+        if !a.cells.is_empty() {
+            agg.merge(a.remap(&r.dev, &r.comm));
+        }
+    }
+    let t = &loaded.table;
+    eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
+    if t.devices.is_empty() && agg.cells.is_empty() {
+        return Err("no communicators and no operations in the inputs: the logs have neither init lines nor \
+                    per-operation lines (run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT,COLL)"
+            .into());
+    }
+    if agg.cells.is_empty() {
+        eprintln!(
+            "note: no per-operation (opCount) lines found; only communicators are listed. \
+             NCCL writes them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL (or ALL)."
+        );
+    }
+    let report = StatsReport::build(t, &agg);
+    match format {
+        Format::Table => {
+            for tab in render::stats_tables(&report) {
+                println!("{}", tab.to_text());
+            }
+        }
+        Format::Csv => print!("{}", render::stats_csv(t, &agg).to_csv()),
+        Format::Json => {
+            let v = serde_json::json!({ "inputs": loaded.reports, "stats": report });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    Ok(())
+}

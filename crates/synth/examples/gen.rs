@@ -1,0 +1,52 @@
+//! Writes a synthetic run to a directory and prints its ground-truth summary.
+//!
+//! `cargo run -p commlens-synth --example gen -- OUT_DIR [TP PP DP] [--interleave N] [--no-ts] [--seed S] [--version V]`
+
+use commlens_synth::{generate_into, RunConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(dir) = args.first().map(PathBuf::from) else {
+        eprintln!("usage: gen OUT_DIR [TP PP DP] [--interleave BROKEN] [--no-ts] [--seed S] [--version V]");
+        return ExitCode::from(2);
+    };
+    let nums: Vec<usize> = args[1..].iter().take_while(|a| !a.starts_with("--")).filter_map(|a| a.parse().ok()).collect();
+    let mut cfg = match nums.as_slice() {
+        [tp, pp, dp] => RunConfig::megatron(*tp, *pp, *dp),
+        [] => RunConfig::default(),
+        _ => {
+            eprintln!("give TP PP DP together");
+            return ExitCode::from(2);
+        }
+    };
+    let mut it = args[1..].iter().skip_while(|a| !a.starts_with("--"));
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().cloned().unwrap_or_default();
+        match flag.as_str() {
+            "--interleave" => {
+                cfg.interleave = true;
+                cfg.broken_lines = value().parse().unwrap_or(0);
+            }
+            "--no-ts" => cfg.timestamps = false,
+            "--seed" => cfg.seed = value().parse().unwrap_or(cfg.seed),
+            "--version" => cfg.nccl_version = value(),
+            other => {
+                eprintln!("unknown flag {other}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match generate_into(&cfg, &dir) {
+        Ok(run) => {
+            print!("{}", run.truth.summary());
+            println!("{} files, {} bytes in {}", run.files.len(), run.total_bytes(), dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

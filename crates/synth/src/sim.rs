@@ -1,0 +1,482 @@
+//! Execution of the per-rank programs: simulated clocks, cross-rank waits and the log lines.
+//!
+//! Owns the discrete-event run of every process's [`Step`] list, the thread ids that write
+//! each line, `opCount` bookkeeping (per communicator, hex; one value per p2p group), the op
+//! and `Bytes -> Algo` tuning line text, the lazy connection lines, and the counters that
+//! become the ground truth.
+//!
+//! Time model: each process has its own clock (microseconds since the epoch). Compute steps
+//! and non-blocking collectives advance it by their GPU duration (the CPU is paced by the
+//! GPU). Blocking steps wait for the other side: communicator init (all members), collectives
+//! whose result the CPU reads (barriers, start time, grad norm; all members) and batched p2p
+//! groups (Megatron synchronises after `batch_isend_irecv`; matching Send/Recv). So the same
+//! collective has close enqueue times on all members, and pipeline bubbles show in the clocks.
+
+use crate::config::{NcclVersion, RunConfig};
+use crate::init::{self, InitTiming};
+use crate::layout::Layout;
+use crate::rng::{mix64, SplitMix64};
+use crate::topo;
+use crate::traffic::{dtype_size, CollCall, P2pCall, Step};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Kind of an emitted line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LineKind {
+    Info,
+    Op,
+    Tuning,
+    Call,
+}
+
+/// One line of a process's log, before the prefix is rendered.
+#[derive(Clone, Debug)]
+pub(crate) struct Line {
+    /// Microseconds since the epoch.
+    pub t: u64,
+    pub tid: u32,
+    pub kind: LineKind,
+    /// Message after `NCCL INFO ` (after `NCCL CALL ` for [`LineKind::Call`]).
+    pub text: String,
+}
+
+/// What a run produced, before rendering.
+pub(crate) struct SimOutput {
+    pub lines: Vec<Vec<Line>>,
+    /// (global rank, comm index, op name) -> (op lines, bytes).
+    pub ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
+    pub tuning: Vec<usize>,
+}
+
+type PairKey = (usize, usize, usize);
+
+enum Pending {
+    Init(usize),
+    Sync { comm: usize, seq: u64, dur: f64 },
+    P2p(Vec<(PairKey, usize, bool, f64)>),
+}
+
+struct RankState {
+    pc: usize,
+    clock: f64,
+    lines: Vec<Line>,
+    opcount: HashMap<usize, u64>,
+    connected: HashSet<usize>,
+    p2p_connected: HashSet<(usize, usize, bool)>,
+    pair_idx: HashMap<(PairKey, bool), usize>,
+    sync_seq: HashMap<usize, u64>,
+    started: bool,
+    pending: Option<Pending>,
+    rng: SplitMix64,
+}
+
+struct Sim<'a> {
+    cfg: &'a RunConfig,
+    ver: NcclVersion,
+    layout: &'a Layout,
+    driver: u32,
+    programs: Vec<Vec<Step>>,
+    st: Vec<RankState>,
+    init_issue: HashMap<usize, Vec<f64>>,
+    sync_issue: HashMap<(usize, u64), Vec<f64>>,
+    sends: HashMap<PairKey, Vec<f64>>,
+    recvs: HashMap<PairKey, Vec<f64>>,
+    ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
+    tuning: Vec<usize>,
+}
+
+/// Runs all programs to completion. Panics on a deadlock (a bug in `traffic`).
+pub(crate) fn run(
+    cfg: &RunConfig,
+    ver: NcclVersion,
+    driver: u32,
+    layout: &Layout,
+    programs: Vec<Vec<Step>>,
+    rng: &mut SplitMix64,
+) -> SimOutput {
+    let world = layout.procs.len();
+    let base = cfg.start_epoch_s as f64 * 1e6;
+    let st = (0..world)
+        .map(|r| {
+            let mut rng = rng.fork(r as u64);
+            let node_delay = (mix64(layout.procs[r].node as u64 ^ cfg.seed) % 40_000) as f64;
+            let clock = base + node_delay + rng.range(0, 400_000) as f64;
+            RankState {
+                pc: 0,
+                clock,
+                lines: Vec::new(),
+                opcount: HashMap::new(),
+                connected: HashSet::new(),
+                p2p_connected: HashSet::new(),
+                pair_idx: HashMap::new(),
+                sync_seq: HashMap::new(),
+                started: false,
+                pending: None,
+                rng,
+            }
+        })
+        .collect();
+    let mut sim = Sim {
+        cfg,
+        ver,
+        layout,
+        driver,
+        programs,
+        st,
+        init_issue: HashMap::new(),
+        sync_issue: HashMap::new(),
+        sends: HashMap::new(),
+        recvs: HashMap::new(),
+        ops: BTreeMap::new(),
+        tuning: vec![0; world],
+    };
+    loop {
+        let mut progress = false;
+        let mut done = true;
+        for r in 0..world {
+            while sim.step(r) {
+                progress = true;
+            }
+            if sim.st[r].pc < sim.programs[r].len() {
+                done = false;
+            }
+        }
+        if done {
+            break;
+        }
+        assert!(progress, "synthetic program deadlocked (bug in commlens-synth traffic)");
+    }
+    SimOutput { lines: sim.st.into_iter().map(|s| s.lines).collect(), ops: sim.ops, tuning: sim.tuning }
+}
+
+/// `AllReduce: 262144 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..7}`: protocol by size,
+/// channels reduced for small messages as NCCL does (bytes per channel >= threads x threshold).
+pub(crate) fn tuning_text(name: &str, bytes: u64, nranks: usize, channels: usize) -> String {
+    let n = nranks.max(1) as u64;
+    let (proto, per_channel) = if bytes <= 64 << 10 {
+        ("LL", 512 * 8 * n)
+    } else if bytes <= 4 << 20 {
+        ("LL128", 640 * 8 * n)
+    } else {
+        ("SIMPLE", 512 * 64 * n)
+    };
+    let nc = (bytes / per_channel).clamp(1, channels.max(1) as u64);
+    format!("{name}: {bytes} Bytes -> Algo RING proto {proto} channel{{Lo..Hi}}={{0..{}}}", nc - 1)
+}
+
+impl Sim<'_> {
+    fn tid(&self, rank: usize, comm: usize, off: u32) -> u32 {
+        let k = self.layout.proc_comms[rank].iter().position(|&c| c == comm).unwrap_or(0) as u32;
+        self.layout.procs[rank].pid + 40 + 5 * k + off
+    }
+
+    fn emit(&mut self, r: usize, tid: u32, kind: LineKind, text: String) {
+        let s = &mut self.st[r];
+        s.lines.push(Line { t: s.clock.round() as u64, tid, kind, text });
+        s.clock += s.rng.range(2, 9) as f64;
+    }
+
+    fn emit_spread(&mut self, r: usize, tid: u32, texts: Vec<String>, gap_lo: u64, gap_hi: u64) {
+        for t in texts {
+            self.emit(r, tid, LineKind::Info, t);
+            let g = self.st[r].rng.range(gap_lo, gap_hi) as f64;
+            self.st[r].clock += g;
+        }
+    }
+
+    fn buf(&self, r: usize, tag: u64, bytes: u64) -> u64 {
+        let p = &self.layout.procs[r];
+        let h = mix64(tag ^ (p.rank as u64) << 32 ^ self.cfg.seed);
+        if bytes < 1 << 20 {
+            p.dev_base + 0x2_0000_0000 + (h % 0x4000) * 0x200
+        } else {
+            p.dev_base + (h % 0x1000) * 0x20_0000
+        }
+    }
+
+    /// GPU time of a collective in microseconds.
+    fn coll_time(&self, comm: usize, bytes: u64, allreduce: bool) -> f64 {
+        let c = &self.layout.comms[comm];
+        let n = c.nranks() as f64;
+        let (lat, bw) = if c.inter_node() {
+            (20.0, topo::NET_BW * 1e3)
+        } else {
+            (8.0, topo::intra_node_bw(self.cfg.gpus_per_node) * 0.8e3)
+        };
+        let factor = if allreduce { 2.0 * (n - 1.0) / n } else { 1.0 };
+        lat + factor * bytes as f64 / bw
+    }
+
+    fn step(&mut self, r: usize) -> bool {
+        if let Some(p) = self.st[r].pending.take() {
+            if self.try_complete(r, &p) {
+                self.st[r].pc += 1;
+                return true;
+            }
+            self.st[r].pending = Some(p);
+            return false;
+        }
+        let pc = self.st[r].pc;
+        let Some(step) = self.programs[r].get(pc).cloned() else { return false };
+        match step {
+            Step::Init(c) => self.issue_init(r, c),
+            Step::Coll(call) => self.issue_coll(r, &call),
+            Step::P2p(c, calls) => self.issue_p2p(r, c, &calls),
+            Step::Compute(us) => {
+                let s = &mut self.st[r];
+                s.clock += s.rng.jitter(us, 0.05);
+                s.pc += 1;
+            }
+            Step::IterEnd(us) => {
+                let s = &mut self.st[r];
+                s.clock += s.rng.jitter(us, 0.1);
+                s.pc += 1;
+            }
+            Step::Destroy(c) => {
+                let text = init::destroy_line(self.layout, &self.layout.comms[c], r);
+                let tid = self.layout.procs[r].pid + 90;
+                self.emit(r, tid, LineKind::Info, text);
+                let g = self.st[r].rng.range(200, 3000) as f64;
+                self.st[r].clock += g;
+                self.st[r].pc += 1;
+            }
+        }
+        true
+    }
+
+    fn issue_init(&mut self, r: usize, c: usize) {
+        let first = !self.st[r].started;
+        if first {
+            self.st[r].started = true;
+            let p = &self.layout.procs[r];
+            for t in topo::preamble(self.cfg, &self.ver, p, self.driver) {
+                self.emit(r, p.pid, LineKind::Info, t);
+            }
+            let g = self.st[r].rng.range(400, 3000) as f64;
+            self.st[r].clock += g;
+        }
+        let tid = self.tid(r, c, 0);
+        let texts = init::init_start_lines(&self.ver, self.layout, &self.layout.comms[c], r, first);
+        self.emit_spread(r, tid, texts, 20, 400);
+        let t = self.st[r].clock;
+        self.init_issue.entry(c).or_default().push(t);
+        self.st[r].pending = Some(Pending::Init(c));
+    }
+
+    fn issue_coll(&mut self, r: usize, call: &CollCall) {
+        let layout = self.layout;
+        let c = call.comm;
+        let comm = &layout.comms[c];
+        let cr = comm.crank(r);
+        let bytes = call.count * dtype_size(call.dtype);
+        let oc = *self.st[r].opcount.entry(c).or_insert(0);
+        self.st[r].opcount.insert(c, oc + 1);
+        let buf = self.buf(r, call.tag, bytes);
+        let name = call.kind.name();
+        let text = op_text(&self.ver, name, oc, Some(buf), buf, call.count, call.dtype, call.redop, call.root, comm.ptrs[cr], comm.nranks(), comm.streams[cr]);
+        let main = self.layout.procs[r].pid;
+        self.emit(r, main, LineKind::Op, text);
+        let e = self.ops.entry((r, c, name)).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += bytes;
+        if self.cfg.call_lines {
+            let call_text = format!(
+                "nccl{name}({buf:x},{buf:x},{},{},{},{},{:#x},{:#x})",
+                call.count, call.dtype, call.redop, call.root, comm.ptrs[cr], comm.streams[cr]
+            );
+            self.emit(r, main, LineKind::Call, call_text);
+        }
+        self.connect_ring(r, c);
+        let tuning = tuning_text(name, bytes, comm.nranks(), comm.channels);
+        self.emit(r, main, LineKind::Tuning, tuning);
+        self.tuning[r] += 1;
+        let dur = self.coll_time(c, bytes, name == "AllReduce");
+        if call.sync {
+            let seq = *self.st[r].sync_seq.entry(c).or_insert(0);
+            self.st[r].sync_seq.insert(c, seq + 1);
+            let t = self.st[r].clock;
+            self.sync_issue.entry((c, seq)).or_default().push(t);
+            self.st[r].pending = Some(Pending::Sync { comm: c, seq, dur });
+        } else {
+            let s = &mut self.st[r];
+            s.clock += dur + s.rng.range(4, 15) as f64;
+            s.pc += 1;
+        }
+    }
+
+    /// Runtime connection of the rings at the first collective of a communicator.
+    fn connect_ring(&mut self, r: usize, c: usize) {
+        if !self.ver.runtime_connect() || !self.st[r].connected.insert(c) {
+            return;
+        }
+        let tid = self.tid(r, c, 2);
+        let texts = init::ring_connect_lines(&self.ver, self.layout, &self.layout.comms[c], r);
+        self.emit_spread(r, tid, texts, 150, 900);
+        let g = self.st[r].rng.range(2_000, 12_000) as f64;
+        self.st[r].clock += g;
+    }
+
+    fn issue_p2p(&mut self, r: usize, c: usize, calls: &[P2pCall]) {
+        let layout = self.layout;
+        let comm = &layout.comms[c];
+        let cr = comm.crank(r);
+        let oc = *self.st[r].opcount.entry(c).or_insert(0);
+        self.st[r].opcount.insert(c, oc + 1);
+        let main = self.layout.procs[r].pid;
+        if self.cfg.call_lines {
+            self.emit(r, main, LineKind::Call, "ncclGroupStart()".to_string());
+        }
+        let mut waits = Vec::new();
+        let mut new_conns = Vec::new();
+        for op in calls {
+            let bytes = op.count * dtype_size(op.dtype);
+            let buf = self.buf(r, op.tag, bytes);
+            let name = if op.send { "Send" } else { "Recv" };
+            let text = op_text(&self.ver, name, oc, None, buf, op.count, op.dtype, 0, op.peer, comm.ptrs[cr], comm.nranks(), comm.streams[cr]);
+            self.emit(r, main, LineKind::Op, text);
+            if self.cfg.call_lines {
+                let t = format!(
+                    "nccl{name}(0,{buf:x},{},{},0,{},{:#x},{:#x})",
+                    op.count, op.dtype, op.peer, comm.ptrs[cr], comm.streams[cr]
+                );
+                self.emit(r, main, LineKind::Call, t);
+            }
+            let e = self.ops.entry((r, c, name)).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += bytes;
+            let key = if op.send { (c, cr, op.peer) } else { (c, op.peer, cr) };
+            let idx = self.st[r].pair_idx.entry((key, op.send)).or_insert(0);
+            let k = *idx;
+            *idx += 1;
+            let t = self.st[r].clock;
+            let list = if op.send { &mut self.sends } else { &mut self.recvs };
+            list.entry(key).or_default().push(t);
+            let peer_g = comm.members[op.peer];
+            let bw = if self.layout.procs[peer_g].node == self.layout.procs[r].node {
+                topo::intra_node_bw(self.cfg.gpus_per_node) * 0.8e3
+            } else {
+                topo::NET_BW * 1e3
+            };
+            waits.push((key, k, op.send, 8.0 + bytes as f64 / bw));
+            if self.st[r].p2p_connected.insert((c, op.peer, op.send)) {
+                new_conns.push((op.peer, op.send));
+            }
+        }
+        if self.cfg.call_lines {
+            self.emit(r, main, LineKind::Call, "ncclGroupEnd()".to_string());
+        }
+        for (peer, send) in new_conns {
+            let tid = self.tid(r, c, 2);
+            let texts = init::p2p_connect_lines(self.layout, comm, r, peer, send);
+            self.emit_spread(r, tid, texts, 100, 600);
+            let g = self.st[r].rng.range(1_000, 6_000) as f64;
+            self.st[r].clock += g;
+        }
+        self.st[r].pending = Some(Pending::P2p(waits));
+    }
+
+    fn try_complete(&mut self, r: usize, p: &Pending) -> bool {
+        match p {
+            Pending::Init(c) => {
+                let layout = self.layout;
+                let comm = &layout.comms[*c];
+                let issued = self.init_issue.get(c).map_or(0, |v| v.len());
+                if issued < comm.nranks() {
+                    return false;
+                }
+                let t_all = self.init_issue[c].iter().cloned().fold(f64::MIN, f64::max);
+                let h = mix64(comm.comm_id);
+                let bootstrap_us = 800.0 + (h % 4000) as f64;
+                let first = self.layout.proc_comms[r].first() == Some(c);
+                let total_us = if first { 450_000.0 + (h % 250_000) as f64 } else { 60_000.0 + (h % 120_000) as f64 };
+                let s = &mut self.st[r];
+                s.clock = s.clock.max(t_all + bootstrap_us);
+                let start = s.clock;
+                let dump = first.then(|| {
+                    topo::topology_dump(self.cfg, &self.ver, self.layout, comm, self.layout.procs[r].node)
+                });
+                let timing = InitTiming { total_s: total_us / 1e6, bootstrap_s: bootstrap_us / 1e6 };
+                let mut texts = init::init_rest_lines(&self.ver, self.layout, comm, r, dump, &timing);
+                let tail_at = texts.iter().position(|l| l.ends_with("- Init COMPLETE")).unwrap_or(texts.len());
+                let tail = texts.split_off(tail_at);
+                let tid = self.tid(r, *c, 0);
+                self.emit_spread(r, tid, texts, 10, 300);
+                let s = &mut self.st[r];
+                s.clock = s.clock.max(start + total_us - bootstrap_us);
+                self.emit_spread(r, tid, tail, 5, 30);
+                true
+            }
+            Pending::Sync { comm, seq, dur } => {
+                let n = self.layout.comms[*comm].nranks();
+                let Some(v) = self.sync_issue.get(&(*comm, *seq)) else { return false };
+                if v.len() < n {
+                    return false;
+                }
+                let t_all = v.iter().cloned().fold(f64::MIN, f64::max);
+                let s = &mut self.st[r];
+                s.clock = s.clock.max(t_all + dur) + s.rng.range(5, 40) as f64;
+                true
+            }
+            Pending::P2p(waits) => {
+                let mut end = f64::MIN;
+                for &(key, k, send, xfer) in waits {
+                    let other = if send { &self.recvs } else { &self.sends };
+                    let Some(&t_other) = other.get(&key).and_then(|v| v.get(k)) else { return false };
+                    let mine = if send { &self.sends } else { &self.recvs };
+                    let t_mine = mine[&key][k];
+                    end = end.max(t_mine.max(t_other) + xfer);
+                }
+                let s = &mut self.st[r];
+                s.clock = s.clock.max(end) + s.rng.range(10, 40) as f64;
+                true
+            }
+        }
+    }
+}
+
+/// `<Op>: opCount <hex> sendbuff <ptr|(nil)> recvbuff <ptr> count <n> datatype <d> op <o> root <r> comm <ptr> [nranks=<n>] stream <ptr>`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn op_text(
+    ver: &NcclVersion,
+    name: &str,
+    opcount: u64,
+    sendbuff: Option<u64>,
+    recvbuff: u64,
+    count: u64,
+    dtype: u8,
+    redop: u8,
+    root: usize,
+    comm: u64,
+    nranks: usize,
+    stream: u64,
+) -> String {
+    let sb = match sendbuff {
+        Some(p) => format!("{p:#x}"),
+        None => "(nil)".to_string(),
+    };
+    let nr = if ver.nranks_field() { format!(" [nranks={nranks}]") } else { String::new() };
+    format!(
+        "{name}: opCount {opcount:x} sendbuff {sb} recvbuff {recvbuff:#x} count {count} datatype {dtype} op {redop} root {root} comm {comm:#x}{nr} stream {stream:#x}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuning_examples_match_real_logs() {
+        // thesis: 131072 x fp16 on 4 ranks, 8 channels (it saw LL on PCIe A40s, which lack LL128)
+        assert_eq!(tuning_text("AllReduce", 262144, 4, 8), "AllReduce: 262144 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..7}");
+        // timez-zx 2.27.7: 8 MiB on 2 ranks, 24 channels
+        assert_eq!(tuning_text("AllReduce", 8388608, 2, 24), "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}");
+        assert_eq!(tuning_text("AllReduce", 4, 4, 8), "AllReduce: 4 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}");
+    }
+
+    #[test]
+    fn op_line_format() {
+        let v = NcclVersion::parse("2.27.7").unwrap();
+        let t = op_text(&v, "Send", 0x1f, None, 0x7f1fd2c00000, 256, 2, 0, 1, 0x55f7d902f5e0, 4, 0x55f7d84eb710);
+        assert_eq!(t, "Send: opCount 1f sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 1 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710");
+    }
+}
