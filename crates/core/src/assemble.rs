@@ -136,7 +136,7 @@ pub fn assign_global_ranks(table: &mut OpTable) {
         }
     }
 
-    if !ranks_from_world_comm(table) {
+    if !ranks_from_world_comm(table, &by_host) {
         // Thesis eq. 4.6.
         let gpus_per_node = by_host.values().map(Vec::len).max().unwrap_or(0) as u32;
         for (node_index, devs) in by_host.values().enumerate() {
@@ -148,34 +148,55 @@ pub fn assign_global_ranks(table: &mut OpTable) {
     }
 }
 
-/// Uses the largest logical communicator whose members all logged their rank
-/// and cover every device. Returns false when no such communicator exists.
-fn ranks_from_world_comm(table: &mut OpTable) -> bool {
-    let n_devices = table.devices.len();
-    let world = table
-        .logical
-        .iter()
-        .filter(|l| l.nranks as usize == n_devices && l.members.len() == n_devices)
-        .find(|l| {
-            let mut seen = vec![false; n_devices];
-            l.members.iter().all(|m| {
-                let c = &table.comms[m.ix()];
-                match (c.rank, c.device) {
-                    (Some(r), Some(d)) if (r as usize) < n_devices && !seen[r as usize] => {
-                        seen[r as usize] = true;
-                        let _ = d;
-                        true
-                    }
-                    _ => false,
+/// The world communicator: the logical communicator with the most ranks whose
+/// members all logged distinct ranks. Logs of part of a job (6 of 8 ranks)
+/// still qualify.
+pub fn world_comm(table: &OpTable) -> Option<crate::model::LogicalCommIdx> {
+    let mut best: Option<(u32, usize)> = None;
+    for (i, l) in table.logical.iter().enumerate() {
+        if l.members.len() < 2 && l.nranks > 1 {
+            continue;
+        }
+        let mut seen = vec![false; l.nranks as usize];
+        let ok = l.members.iter().all(|m| {
+            let c = &table.comms[m.ix()];
+            match (c.rank, c.device) {
+                (Some(r), Some(_)) if (r as usize) < seen.len() && !seen[r as usize] => {
+                    seen[r as usize] = true;
+                    true
                 }
-            })
-        })
-        .cloned();
-    let Some(world) = world else { return false };
+                _ => false,
+            }
+        });
+        if ok && best.is_none_or(|(n, _)| l.nranks > n) {
+            best = Some((l.nranks, i));
+        }
+    }
+    best.map(|(_, i)| crate::model::LogicalCommIdx(i as u32))
+}
+
+/// Takes global ranks from the world communicator's `rank` fields. Devices it
+/// does not cover get the ranks after its size, in host order. Returns false
+/// when there is no world communicator.
+fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<DevIdx>>) -> bool {
+    let Some(world) = world_comm(table) else { return false };
+    let world = table.logical[world.ix()].clone();
+    if world.nranks < 2 && table.devices.len() > 1 {
+        return false;
+    }
     for m in &world.members {
         let c = &table.comms[m.ix()];
         if let (Some(r), Some(d)) = (c.rank, c.device) {
             table.devices[d.ix()].global_rank = Some(r);
+        }
+    }
+    let mut next = world.nranks;
+    for devs in by_host.values() {
+        for d in devs {
+            if table.devices[d.ix()].global_rank.is_none() {
+                table.devices[d.ix()].global_rank = Some(next);
+                next += 1;
+            }
         }
     }
     true
@@ -185,6 +206,7 @@ fn ranks_from_world_comm(table: &mut OpTable) -> bool {
 /// each logical communicator a readable name: `world`, `comm3[0,1]`.
 fn order_members_and_name(table: &mut OpTable) {
     let n_devices = table.devices.len();
+    let world = world_comm(table).filter(|w| table.logical[w.ix()].nranks > 1);
     for (i, l) in table.logical.iter_mut().enumerate() {
         let key = |m: &CommIdx| {
             let c = &table.comms[m.ix()];
@@ -202,7 +224,8 @@ fn order_members_and_name(table: &mut OpTable) {
                     .map_or_else(|| "?".into(), |g| g.to_string())
             })
             .collect();
-        l.name = if n_devices > 1 && l.members.len() == n_devices {
+        let is_world = world.is_some_and(|w| w.ix() == i) || (n_devices > 1 && l.members.len() == n_devices);
+        l.name = if is_world {
             format!("world{i}")
         } else {
             let shown = if ranks.len() > 8 {
@@ -277,6 +300,23 @@ mod tests {
                 .collect();
             assert_eq!(hosts[0], hosts[1]);
         }
+    }
+
+    #[test]
+    fn partial_world_keeps_logged_ranks() {
+        let mut t = table(true);
+        // Only 3 of the world's members were logged; one logged nothing.
+        t.comms.retain(|c| c.ptr != 0xa003);
+        t.comms[0].nranks = Some(8);
+        for c in &mut t.comms {
+            if c.comm_id == Some(0xfeed) {
+                c.nranks = Some(8);
+            }
+        }
+        assemble(&mut t);
+        let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+        // Logged ranks 3,2,1; the unlogged device gets the first rank after the world size.
+        assert_eq!(ranks, vec![3, 2, 1, 8]);
     }
 
     #[test]

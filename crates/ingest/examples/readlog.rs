@@ -16,6 +16,11 @@ fn main() {
                     r.unknown.total(), r.non_nccl_lines
                 );
                 println!("procs {} devices {} comms {} topologies {}", t.processes.len(), t.devices.len(), t.comms.len(), t.topologies.len());
+                for p in &t.processes { println!("  proc {}:{}", p.host, p.pid); }
+                for c in &t.comms {
+                    let p = &t.processes[c.proc.ix()];
+                    println!("  comm {}:{} {:#x} id {:?} rank {:?}/{:?} ops {}", p.host, p.pid, c.ptr, c.comm_id, c.rank, c.nranks, c.n_ops);
+                }
                 for (d, ops) in t.per_rank.iter().enumerate() {
                     let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
                     println!("  dev{d} {} ops {} bytes", ops.len(), bytes);

@@ -91,9 +91,6 @@ where
                 for op in ops {
                     t.per_rank[op.dev.ix()].push(op);
                 }
-                for r in &mut t.per_rank {
-                    r.sort_by_key(|op| op.line);
-                }
                 (t, r)
             });
             (path.clone(), *explicit, res, state)
@@ -122,6 +119,10 @@ where
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
     }
     let (mut table, part_remaps) = merge_tables(parts);
+    // Folded processes interleave; restore source order per rank.
+    for r in &mut table.per_rank {
+        r.sort_by_key(|op| op.line);
+    }
     commlens_core::assemble::assemble(&mut table);
     // Remaps indexed by the original file position, so per_op's index works.
     let mut remaps = vec![Remap::default(); files.len()];

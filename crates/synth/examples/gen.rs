@@ -12,7 +12,11 @@ fn main() -> ExitCode {
         eprintln!("usage: gen OUT_DIR [TP PP DP] [--interleave BROKEN] [--no-ts] [--seed S] [--version V]");
         return ExitCode::from(2);
     };
-    let nums: Vec<usize> = args[1..].iter().take_while(|a| !a.starts_with("--")).filter_map(|a| a.parse().ok()).collect();
+    let nums: Vec<usize> = args[1..]
+        .iter()
+        .take_while(|a| !a.starts_with("--"))
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let mut cfg = match nums.as_slice() {
         [tp, pp, dp] => RunConfig::megatron(*tp, *pp, *dp),
         [] => RunConfig::default(),
@@ -41,7 +45,12 @@ fn main() -> ExitCode {
     match generate_into(&cfg, &dir) {
         Ok(run) => {
             print!("{}", run.truth.summary());
-            println!("{} files, {} bytes in {}", run.files.len(), run.total_bytes(), dir.display());
+            println!(
+                "{} files, {} bytes in {}",
+                run.files.len(),
+                run.total_bytes(),
+                dir.display()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

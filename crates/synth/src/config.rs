@@ -150,7 +150,10 @@ impl RunConfig {
             }
         }
         if self.world() > 4096 {
-            return Err(ConfigError(format!("world size {} exceeds 4096", self.world())));
+            return Err(ConfigError(format!(
+                "world size {} exceeds 4096",
+                self.world()
+            )));
         }
         if self.gpus_per_node > 16 {
             return Err(ConfigError("gpus_per_node must be at most 16".into()));
@@ -165,13 +168,17 @@ impl RunConfig {
             )));
         }
         if self.hidden % self.tp != 0 || self.vocab % self.tp != 0 {
-            return Err(ConfigError("hidden and vocab must be divisible by tp".into()));
+            return Err(ConfigError(
+                "hidden and vocab must be divisible by tp".into(),
+            ));
         }
         if self.broken_lines > 0 && !self.interleave {
             return Err(ConfigError("broken_lines needs interleave = true".into()));
         }
         if self.host_prefix.is_empty() || self.host_prefix.contains([':', ' ', '/']) {
-            return Err(ConfigError("host_prefix must be non-empty, without ':', ' ' or '/'".into()));
+            return Err(ConfigError(
+                "host_prefix must be non-empty, without ':', ' ' or '/'".into(),
+            ));
         }
         cuda_driver_version(&self.cuda_version)?;
         NcclVersion::parse(&self.nccl_version)
@@ -185,7 +192,9 @@ pub(crate) fn cuda_driver_version(cuda: &str) -> Result<u32, ConfigError> {
     let minor = it.next().and_then(|s| s.parse::<u32>().ok()).or(Some(0));
     match (major, minor) {
         (Some(a), Some(b)) if a > 0 && b < 100 => Ok(a * 1000 + b * 10),
-        _ => Err(ConfigError(format!("bad cuda_version {cuda:?}, expected like \"12.8\""))),
+        _ => Err(ConfigError(format!(
+            "bad cuda_version {cuda:?}, expected like \"12.8\""
+        ))),
     }
 }
 
@@ -221,9 +230,11 @@ impl NcclVersion {
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let parts: Vec<Option<u32>> = s.split('.').map(|p| p.parse().ok()).collect();
         match parts.as_slice() {
-            [Some(a), Some(b), Some(c), ..] if *a == 2 && *b >= 12 => {
-                Ok(NcclVersion { major: *a, minor: *b, patch: *c })
-            }
+            [Some(a), Some(b), Some(c), ..] if *a == 2 && *b >= 12 => Ok(NcclVersion {
+                major: *a,
+                minor: *b,
+                patch: *c,
+            }),
             _ => Err(ConfigError(format!(
                 "bad nccl_version {s:?}, expected 2.<minor>.<patch> with minor >= 12"
             ))),
@@ -295,7 +306,14 @@ mod tests {
         let c = RunConfig::default();
         assert_eq!(c.world(), 4);
         assert_eq!(c.nodes(), 1);
-        assert_eq!(c.validate().unwrap(), NcclVersion { major: 2, minor: 27, patch: 7 });
+        assert_eq!(
+            c.validate().unwrap(),
+            NcclVersion {
+                major: 2,
+                minor: 27,
+                patch: 7
+            }
+        );
     }
 
     #[test]
@@ -310,11 +328,20 @@ mod tests {
 
     #[test]
     fn rejects_bad_configs() {
-        let mut c = RunConfig { layers: 3, ..RunConfig::default() };
+        let mut c = RunConfig {
+            layers: 3,
+            ..RunConfig::default()
+        };
         assert!(c.validate().is_err());
-        c = RunConfig { broken_lines: 2, ..RunConfig::default() };
+        c = RunConfig {
+            broken_lines: 2,
+            ..RunConfig::default()
+        };
         assert!(c.validate().is_err());
-        c = RunConfig { nccl_version: "2.x".into(), ..RunConfig::default() };
+        c = RunConfig {
+            nccl_version: "2.x".into(),
+            ..RunConfig::default()
+        };
         assert!(c.validate().is_err());
         assert_eq!(cuda_driver_version("12.8").unwrap(), 12080);
         assert_eq!(cuda_driver_version("13.0").unwrap(), 13000);

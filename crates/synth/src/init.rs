@@ -50,10 +50,20 @@ fn chain_links(order: &[usize], me: usize) -> (i64, i64) {
 }
 
 /// `ncclCommInitRankConfig comm 0x.. rank r nranks n cudaDev d nvmlDev d busId b commId 0x.. - Init <what>`.
-pub(crate) fn init_line(ver: &NcclVersion, layout: &Layout, comm: &Comm, rank: usize, what: &str) -> String {
+pub(crate) fn init_line(
+    ver: &NcclVersion,
+    layout: &Layout,
+    comm: &Comm,
+    rank: usize,
+    what: &str,
+) -> String {
     let cr = comm.crank(rank);
     let p = &layout.procs[rank];
-    let api = if ver.init_api_prefix() { "ncclCommInitRankConfig " } else { "" };
+    let api = if ver.init_api_prefix() {
+        "ncclCommInitRankConfig "
+    } else {
+        ""
+    };
     format!(
         "{api}comm {:#x} rank {cr} nranks {} cudaDev {d} nvmlDev {d} busId {:x} commId {:#x} - Init {what}",
         comm.ptrs[cr],
@@ -65,7 +75,13 @@ pub(crate) fn init_line(ver: &NcclVersion, layout: &Layout, comm: &Comm, rank: u
 }
 
 /// Lines of the init thread written when the member calls init (up to `Init START`).
-pub(crate) fn init_start_lines(ver: &NcclVersion, layout: &Layout, comm: &Comm, rank: usize, first: bool) -> Vec<String> {
+pub(crate) fn init_start_lines(
+    ver: &NcclVersion,
+    layout: &Layout,
+    comm: &Comm,
+    rank: usize,
+    first: bool,
+) -> Vec<String> {
     let mut v = Vec::new();
     if first {
         v.extend(topo::net_plugin_lines(&layout.procs[rank]));
@@ -114,16 +130,34 @@ pub(crate) fn init_rest_lines(
     }
     v.push(topo::affinity_line(p));
     if ver.init_timings() {
-        v.push(format!("NVLS multicast support is not available on dev {} (NVLS_NCHANNELS 0)", p.dev));
+        v.push(format!(
+            "NVLS multicast support is not available on dev {} (NVLS_NCHANNELS 0)",
+            p.dev
+        ));
     } else {
-        v.push(format!("NVLS multicast support is not available on dev {}", p.dev));
+        v.push(format!(
+            "NVLS multicast support is not available on dev {}",
+            p.dev
+        ));
     }
     // Graph search (ring pattern); the channels are the found rings, duplicated afterwards.
-    let local: Vec<usize> =
-        comm.members.iter().filter(|&&m| layout.procs[m].node == p.node).copied().collect();
+    let local: Vec<usize> = comm
+        .members
+        .iter()
+        .filter(|&&m| layout.procs[m].node == p.node)
+        .copied()
+        .collect();
     let found = (nch / 2).max(1);
-    let local_bw = if local.len() > 1 { topo::intra_node_bw(layout_gpn(layout, p.node)) } else { topo::PCI_BW };
-    let bw = if comm.inter_node() { topo::NET_BW.min(local_bw) } else { local_bw } / found as f64;
+    let local_bw = if local.len() > 1 {
+        topo::intra_node_bw(layout_gpn(layout, p.node))
+    } else {
+        topo::PCI_BW
+    };
+    let bw = if comm.inter_node() {
+        topo::NET_BW.min(local_bw)
+    } else {
+        local_bw
+    } / found as f64;
     let kind = if local.len() > 1 { "NVL" } else { "LOC" };
     let net = if comm.inter_node() { "PHB" } else { "PIX" };
     v.push(format!(
@@ -172,10 +206,16 @@ pub(crate) fn init_rest_lines(
         })
         .collect();
     v.push(format!("Trees {}", trees.join(" ")));
-    v.push(format!("P2P Chunksize set to {}", if comm.inter_node() { 131072 } else { 524288 }));
+    v.push(format!(
+        "P2P Chunksize set to {}",
+        if comm.inter_node() { 131072 } else { 524288 }
+    ));
     v.push("PROFILER/Plugin: Could not find: libnccl-profiler.so. ".to_string());
-    v.push(format!("Check P2P Type isAllDirectP2p 0 directMode 0"));
-    v.push(format!("threadThresholds 8/8/64 | {}/8/64 | 512 | 512", 8 * n));
+    v.push("Check P2P Type isAllDirectP2p 0 directMode 0".to_string());
+    v.push(format!(
+        "threadThresholds 8/8/64 | {}/8/64 | 512 | 512",
+        8 * n
+    ));
     let (p2p, per_peer) = comm.p2p_channels();
     let collnet = if ver.collnet_count() { nch } else { 0 };
     if ver.collnet_field() {
@@ -189,11 +229,17 @@ pub(crate) fn init_rest_lines(
         v.extend(ring_connect_lines(ver, layout, comm, rank));
     }
     v.push("CC Off, workFifoBytes 1048576".to_string());
-    v.push("TUNER/Plugin: Could not find: libnccl-tuner.so. Using internal tuner plugin.".to_string());
+    v.push(
+        "TUNER/Plugin: Could not find: libnccl-tuner.so. Using internal tuner plugin.".to_string(),
+    );
     v.push(init_line(ver, layout, comm, rank, "COMPLETE"));
     if ver.init_timings() {
         let t = timing.total_s;
-        let api = if ver.init_api_prefix() { "ncclCommInitRankConfig" } else { "ncclCommInitRank" };
+        let api = if ver.init_api_prefix() {
+            "ncclCommInitRankConfig"
+        } else {
+            "ncclCommInitRank"
+        };
         v.push(format!(
             "Init timings - {api}: rank {cr} nranks {n} total {t:.2} (kernels {:.2}, alloc {:.2}, bootstrap {:.2}, allgathers {:.2}, topo {:.2}, graphs 0.00, connections 0.00, rest {:.2})",
             t * 0.55,
@@ -216,21 +262,36 @@ fn transport(layout: &Layout, a: usize, b: usize) -> bool {
 }
 
 /// Ring connection lines of one member, then `Connected all rings`.
-pub(crate) fn ring_connect_lines(ver: &NcclVersion, layout: &Layout, comm: &Comm, rank: usize) -> Vec<String> {
+pub(crate) fn ring_connect_lines(
+    ver: &NcclVersion,
+    layout: &Layout,
+    comm: &Comm,
+    rank: usize,
+) -> Vec<String> {
     let cr = comm.crank(rank);
     let mut v = Vec::new();
     if comm.nranks() > 1 {
         for c in 0..comm.channels {
             let (prev, next) = neighbours(&ring_order(comm, c), cr);
             let (gp, gn) = (comm.members[prev], comm.members[next]);
-            let (d, dp, dn) = (layout.procs[rank].dev, layout.procs[gp].dev, layout.procs[gn].dev);
+            let (d, dp, dn) = (
+                layout.procs[rank].dev,
+                layout.procs[gp].dev,
+                layout.procs[gn].dev,
+            );
             if !transport(layout, rank, gp) {
-                v.push(format!("Channel {c:02}/0 : {prev}[{dp}] -> {cr}[{d}] [receive] via NET/IB/0/GDRDMA"));
+                v.push(format!(
+                    "Channel {c:02}/0 : {prev}[{dp}] -> {cr}[{d}] [receive] via NET/IB/0/GDRDMA"
+                ));
             }
             if transport(layout, rank, gn) {
-                v.push(format!("Channel {c:02}/0 : {cr}[{d}] -> {next}[{dn}] via P2P/CUMEM/read"));
+                v.push(format!(
+                    "Channel {c:02}/0 : {cr}[{d}] -> {next}[{dn}] via P2P/CUMEM/read"
+                ));
             } else {
-                v.push(format!("Channel {c:02}/0 : {cr}[{d}] -> {next}[{dn}] [send] via NET/IB/0/GDRDMA"));
+                v.push(format!(
+                    "Channel {c:02}/0 : {cr}[{d}] -> {next}[{dn}] [send] via NET/IB/0/GDRDMA"
+                ));
             }
         }
     }
@@ -244,7 +305,13 @@ pub(crate) fn ring_connect_lines(ver: &NcclVersion, layout: &Layout, comm: &Comm
 
 /// Connection lines of the first Send (`send = true`) or Recv towards comm rank `peer`.
 /// Intra-node P2P prints only on the sending side; the network prints on both.
-pub(crate) fn p2p_connect_lines(layout: &Layout, comm: &Comm, rank: usize, peer: usize, send: bool) -> Vec<String> {
+pub(crate) fn p2p_connect_lines(
+    layout: &Layout,
+    comm: &Comm,
+    rank: usize,
+    peer: usize,
+    send: bool,
+) -> Vec<String> {
     let cr = comm.crank(rank);
     let gpeer = comm.members[peer];
     let (d, pd) = (layout.procs[rank].dev, layout.procs[gpeer].dev);
@@ -253,10 +320,12 @@ pub(crate) fn p2p_connect_lines(layout: &Layout, comm: &Comm, rank: usize, peer:
     let mut v = Vec::new();
     for c in 0..per_peer.min(4) {
         match (send, same_node) {
-            (true, true) => v.push(format!("Channel {c:02}/1 : {cr}[{d}] -> {peer}[{pd}] via P2P/CUMEM/read")),
-            (true, false) => {
-                v.push(format!("Channel {c:02}/1 : {cr}[{d}] -> {peer}[{pd}] [send] via NET/IB/0/GDRDMA/Shared"))
-            }
+            (true, true) => v.push(format!(
+                "Channel {c:02}/1 : {cr}[{d}] -> {peer}[{pd}] via P2P/CUMEM/read"
+            )),
+            (true, false) => v.push(format!(
+                "Channel {c:02}/1 : {cr}[{d}] -> {peer}[{pd}] [send] via NET/IB/0/GDRDMA/Shared"
+            )),
             (false, false) => v.push(format!(
                 "Channel {c:02}/1 : {peer}[{pd}] -> {cr}[{d}] [receive] via NET/IB/0/GDRDMA/Shared"
             )),
@@ -291,23 +360,34 @@ mod tests {
         let ver = cfg.validate().unwrap();
         let layout = Layout::build(&cfg, &mut SplitMix64::new(3));
         let tp0 = &layout.comms[1];
-        let t = InitTiming { total_s: 0.5, bootstrap_s: 0.002 };
+        let t = InitTiming {
+            total_s: 0.5,
+            bootstrap_s: 0.002,
+        };
         let r0 = init_rest_lines(&ver, &layout, tp0, 0, None, &t);
         assert!(r0.contains(&"Channel 00/08 : 0 1".to_string()));
         assert!(r0.contains(&"Ring 00 : 1 -> 0 -> 1".to_string()));
-        assert!(r0.iter().any(|l| l.starts_with("Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] -1/-1/-1->0->1")));
+        assert!(r0.iter().any(
+            |l| l.starts_with("Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] -1/-1/-1->0->1")
+        ));
         assert!(r0.contains(&"8 coll channels, 8 collnet channels, 0 nvls channels, 8 p2p channels, 8 p2p channels per peer".to_string()));
         assert!(r0.iter().any(|l| l.ends_with("- Init COMPLETE")));
         let r1 = init_rest_lines(&ver, &layout, tp0, 1, None, &t);
         assert!(!r1.iter().any(|l| l.starts_with("Channel ")));
         let c = ring_connect_lines(&ver, &layout, tp0, 1);
         assert_eq!(c[0], "Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read");
-        assert_eq!(c.last().unwrap(), "Connected all rings, use ring PXN 0 GDR 1");
+        assert_eq!(
+            c.last().unwrap(),
+            "Connected all rings, use ring PXN 0 GDR 1"
+        );
     }
 
     #[test]
     fn inter_node_connections() {
-        let cfg = RunConfig { gpus_per_node: 2, ..RunConfig::default() };
+        let cfg = RunConfig {
+            gpus_per_node: 2,
+            ..RunConfig::default()
+        };
         let ver = cfg.validate().unwrap();
         let layout = Layout::build(&cfg, &mut SplitMix64::new(3));
         let pp0 = layout.comms.iter().find(|c| c.name == "PP0").unwrap();

@@ -15,7 +15,9 @@ use crate::config::RunConfig;
 use crate::rng::SplitMix64;
 
 /// PCI bus ids of the GPUs of one node (DGX/HGX A100-like), as NCCL prints them (`%lx`).
-const GPU_BUS_IDS: [u64; 8] = [0x7000, 0xf000, 0x47000, 0x4e000, 0x87000, 0x90000, 0xb7000, 0xbd000];
+const GPU_BUS_IDS: [u64; 8] = [
+    0x7000, 0xf000, 0x47000, 0x4e000, 0x87000, 0x90000, 0xb7000, 0xbd000,
+];
 /// PCI bus id of the node's InfiniBand NIC.
 pub(crate) const NIC_BUS_ID: u64 = 0xe1000;
 
@@ -86,7 +88,10 @@ impl Comm {
 
     /// Comm rank of a global rank (panics if not a member).
     pub fn crank(&self, global: usize) -> usize {
-        self.members.iter().position(|&m| m == global).expect("rank is a member of the comm")
+        self.members
+            .iter()
+            .position(|&m| m == global)
+            .expect("rank is a member of the comm")
     }
 
     /// Whether the communicator spans more than one node.
@@ -97,7 +102,11 @@ impl Comm {
     /// P2P channels and p2p channels per peer of the channel summary line.
     pub fn p2p_channels(&self) -> (usize, usize) {
         let p2p = self.channels.next_power_of_two();
-        let per_peer = if self.nranks() <= 2 { p2p } else { (p2p / self.nranks()).max(2) };
+        let per_peer = if self.nranks() <= 2 {
+            p2p
+        } else {
+            (p2p / self.nranks()).max(2)
+        };
         (p2p, per_peer)
     }
 }
@@ -187,8 +196,9 @@ impl Layout {
         }
 
         // Per-process heap base for `comm`/`stream` pointers (glibc heap, `0x55..`/`0x56..`).
-        let heap: Vec<u64> =
-            (0..world).map(|_| 0x5500_0000_0000 + (rng.below(0x1_8000_0000) << 4)).collect();
+        let heap: Vec<u64> = (0..world)
+            .map(|_| 0x5500_0000_0000 + (rng.below(0x1_8000_0000) << 4))
+            .collect();
         let mut next_obj = vec![0u64; world];
         let mut comms = Vec::with_capacity(groups.len());
         let mut proc_comms = vec![Vec::new(); world];
@@ -201,31 +211,56 @@ impl Layout {
                 next_obj[m] += 1;
                 let slot = next_obj[m];
                 ptrs.push(heap[m] + slot * 0x10_3a40 + (rng.below(0x400) << 4));
-                streams.push(heap[m] + 0x8000 + slot * 0x10_3a40 - 0x9_1c00 + (rng.below(0x100) << 4));
+                streams
+                    .push(heap[m] + 0x8000 + slot * 0x10_3a40 - 0x9_1c00 + (rng.below(0x100) << 4));
                 proc_comms[m].push(comms.len());
             }
             let mut nodes: Vec<usize> = members.iter().map(|&m| procs[m].node).collect();
             nodes.sort_unstable();
             nodes.dedup();
             let n_nodes = nodes.len();
-            let channels = if n_nodes > 1 { cfg.nccl_channels.min(4) } else { cfg.nccl_channels };
+            let channels = if n_nodes > 1 {
+                cfg.nccl_channels.min(4)
+            } else {
+                cfg.nccl_channels
+            };
             let name = match kind {
                 GroupKind::World => "WORLD".to_string(),
                 k => format!("{}{}", k.label(), index),
             };
-            comms.push(Comm { name, kind, comm_id, members, ptrs, streams, n_nodes, channels });
+            comms.push(Comm {
+                name,
+                kind,
+                comm_id,
+                members,
+                ptrs,
+                streams,
+                n_nodes,
+                channels,
+            });
         }
-        Layout { procs, comms, proc_comms }
+        Layout {
+            procs,
+            comms,
+            proc_comms,
+        }
     }
 
     /// The communicator of `kind` that `rank` belongs to, if any.
     pub fn comm_of(&self, rank: usize, kind: GroupKind) -> Option<usize> {
-        self.proc_comms[rank].iter().copied().find(|&c| self.comms[c].kind == kind)
+        self.proc_comms[rank]
+            .iter()
+            .copied()
+            .find(|&c| self.comms[c].kind == kind)
     }
 
     /// Global ranks living on `node`.
     pub fn node_ranks(&self, node: usize) -> Vec<usize> {
-        self.procs.iter().filter(|p| p.node == node).map(|p| p.rank).collect()
+        self.procs
+            .iter()
+            .filter(|p| p.node == node)
+            .map(|p| p.rank)
+            .collect()
     }
 }
 
@@ -256,7 +291,7 @@ mod tests {
         let l = layout(&cfg);
         // rank = t + 2*(d + 2*p)
         let dp = l.comm_of(5, GroupKind::Dp).unwrap();
-        assert_eq!(l.comms[dp].members, vec![4, 6]);
+        assert_eq!(l.comms[dp].members, vec![5, 7]);
         let mp = l.comm_of(2, GroupKind::Mp).unwrap();
         assert_eq!(l.comms[mp].members, vec![2, 3, 6, 7]);
         let pp = l.comm_of(3, GroupKind::Pp).unwrap();

@@ -112,9 +112,17 @@ pub fn try_generate(cfg: &RunConfig) -> Result<GeneratedRun, ConfigError> {
         files.push(GeneratedFile { name, contents });
     }
     let combined = if cfg.interleave {
-        let (contents, t) =
-            writer::render_combined(&out.lines, &layout, cfg.timestamps, cfg.broken_lines, &mut rng.fork(3));
-        files.push(GeneratedFile { name: t.file.clone(), contents });
+        let (contents, t) = writer::render_combined(
+            &out.lines,
+            &layout,
+            cfg.timestamps,
+            cfg.broken_lines,
+            &mut rng.fork(3),
+        );
+        files.push(GeneratedFile {
+            name: t.file.clone(),
+            contents,
+        });
         Some(t)
     } else {
         None
@@ -174,7 +182,8 @@ pub fn write_to_dir(run: &GeneratedRun, dir: &Path) -> std::io::Result<Vec<PathB
 
 /// Generates a run and writes it into `dir`: the one-call form for demos and tests.
 pub fn generate_into(cfg: &RunConfig, dir: &Path) -> std::io::Result<GeneratedRun> {
-    let run = try_generate(cfg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let run =
+        try_generate(cfg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     write_to_dir(&run, dir)?;
     Ok(run)
 }

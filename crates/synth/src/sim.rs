@@ -144,9 +144,16 @@ pub(crate) fn run(
         if done {
             break;
         }
-        assert!(progress, "synthetic program deadlocked (bug in commlens-synth traffic)");
+        assert!(
+            progress,
+            "synthetic program deadlocked (bug in commlens-synth traffic)"
+        );
     }
-    SimOutput { lines: sim.st.into_iter().map(|s| s.lines).collect(), ops: sim.ops, tuning: sim.tuning }
+    SimOutput {
+        lines: sim.st.into_iter().map(|s| s.lines).collect(),
+        ops: sim.ops,
+        tuning: sim.tuning,
+    }
 }
 
 /// `AllReduce: 262144 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..7}`: protocol by size,
@@ -161,18 +168,29 @@ pub(crate) fn tuning_text(name: &str, bytes: u64, nranks: usize, channels: usize
         ("SIMPLE", 512 * 64 * n)
     };
     let nc = (bytes / per_channel).clamp(1, channels.max(1) as u64);
-    format!("{name}: {bytes} Bytes -> Algo RING proto {proto} channel{{Lo..Hi}}={{0..{}}}", nc - 1)
+    format!(
+        "{name}: {bytes} Bytes -> Algo RING proto {proto} channel{{Lo..Hi}}={{0..{}}}",
+        nc - 1
+    )
 }
 
 impl Sim<'_> {
     fn tid(&self, rank: usize, comm: usize, off: u32) -> u32 {
-        let k = self.layout.proc_comms[rank].iter().position(|&c| c == comm).unwrap_or(0) as u32;
+        let k = self.layout.proc_comms[rank]
+            .iter()
+            .position(|&c| c == comm)
+            .unwrap_or(0) as u32;
         self.layout.procs[rank].pid + 40 + 5 * k + off
     }
 
     fn emit(&mut self, r: usize, tid: u32, kind: LineKind, text: String) {
         let s = &mut self.st[r];
-        s.lines.push(Line { t: s.clock.round() as u64, tid, kind, text });
+        s.lines.push(Line {
+            t: s.clock.round() as u64,
+            tid,
+            kind,
+            text,
+        });
         s.clock += s.rng.range(2, 9) as f64;
     }
 
@@ -217,7 +235,9 @@ impl Sim<'_> {
             return false;
         }
         let pc = self.st[r].pc;
-        let Some(step) = self.programs[r].get(pc).cloned() else { return false };
+        let Some(step) = self.programs[r].get(pc).cloned() else {
+            return false;
+        };
         match step {
             Step::Init(c) => self.issue_init(r, c),
             Step::Coll(call) => self.issue_coll(r, &call),
@@ -273,7 +293,20 @@ impl Sim<'_> {
         self.st[r].opcount.insert(c, oc + 1);
         let buf = self.buf(r, call.tag, bytes);
         let name = call.kind.name();
-        let text = op_text(&self.ver, name, oc, Some(buf), buf, call.count, call.dtype, call.redop, call.root, comm.ptrs[cr], comm.nranks(), comm.streams[cr]);
+        let text = op_text(
+            &self.ver,
+            name,
+            oc,
+            Some(buf),
+            buf,
+            call.count,
+            call.dtype,
+            call.redop,
+            call.root,
+            comm.ptrs[cr],
+            comm.nranks(),
+            comm.streams[cr],
+        );
         let main = self.layout.procs[r].pid;
         self.emit(r, main, LineKind::Op, text);
         let e = self.ops.entry((r, c, name)).or_insert((0, 0));
@@ -332,7 +365,20 @@ impl Sim<'_> {
             let bytes = op.count * dtype_size(op.dtype);
             let buf = self.buf(r, op.tag, bytes);
             let name = if op.send { "Send" } else { "Recv" };
-            let text = op_text(&self.ver, name, oc, None, buf, op.count, op.dtype, 0, op.peer, comm.ptrs[cr], comm.nranks(), comm.streams[cr]);
+            let text = op_text(
+                &self.ver,
+                name,
+                oc,
+                None,
+                buf,
+                op.count,
+                op.dtype,
+                0,
+                op.peer,
+                comm.ptrs[cr],
+                comm.nranks(),
+                comm.streams[cr],
+            );
             self.emit(r, main, LineKind::Op, text);
             if self.cfg.call_lines {
                 let t = format!(
@@ -344,12 +390,20 @@ impl Sim<'_> {
             let e = self.ops.entry((r, c, name)).or_insert((0, 0));
             e.0 += 1;
             e.1 += bytes;
-            let key = if op.send { (c, cr, op.peer) } else { (c, op.peer, cr) };
+            let key = if op.send {
+                (c, cr, op.peer)
+            } else {
+                (c, op.peer, cr)
+            };
             let idx = self.st[r].pair_idx.entry((key, op.send)).or_insert(0);
             let k = *idx;
             *idx += 1;
             let t = self.st[r].clock;
-            let list = if op.send { &mut self.sends } else { &mut self.recvs };
+            let list = if op.send {
+                &mut self.sends
+            } else {
+                &mut self.recvs
+            };
             list.entry(key).or_default().push(t);
             let peer_g = comm.members[op.peer];
             let bw = if self.layout.procs[peer_g].node == self.layout.procs[r].node {
@@ -388,16 +442,33 @@ impl Sim<'_> {
                 let h = mix64(comm.comm_id);
                 let bootstrap_us = 800.0 + (h % 4000) as f64;
                 let first = self.layout.proc_comms[r].first() == Some(c);
-                let total_us = if first { 450_000.0 + (h % 250_000) as f64 } else { 60_000.0 + (h % 120_000) as f64 };
+                let total_us = if first {
+                    450_000.0 + (h % 250_000) as f64
+                } else {
+                    60_000.0 + (h % 120_000) as f64
+                };
                 let s = &mut self.st[r];
                 s.clock = s.clock.max(t_all + bootstrap_us);
                 let start = s.clock;
                 let dump = first.then(|| {
-                    topo::topology_dump(self.cfg, &self.ver, self.layout, comm, self.layout.procs[r].node)
+                    topo::topology_dump(
+                        self.cfg,
+                        &self.ver,
+                        self.layout,
+                        comm,
+                        self.layout.procs[r].node,
+                    )
                 });
-                let timing = InitTiming { total_s: total_us / 1e6, bootstrap_s: bootstrap_us / 1e6 };
-                let mut texts = init::init_rest_lines(&self.ver, self.layout, comm, r, dump, &timing);
-                let tail_at = texts.iter().position(|l| l.ends_with("- Init COMPLETE")).unwrap_or(texts.len());
+                let timing = InitTiming {
+                    total_s: total_us / 1e6,
+                    bootstrap_s: bootstrap_us / 1e6,
+                };
+                let mut texts =
+                    init::init_rest_lines(&self.ver, self.layout, comm, r, dump, &timing);
+                let tail_at = texts
+                    .iter()
+                    .position(|l| l.ends_with("- Init COMPLETE"))
+                    .unwrap_or(texts.len());
                 let tail = texts.split_off(tail_at);
                 let tid = self.tid(r, *c, 0);
                 self.emit_spread(r, tid, texts, 10, 300);
@@ -408,7 +479,9 @@ impl Sim<'_> {
             }
             Pending::Sync { comm, seq, dur } => {
                 let n = self.layout.comms[*comm].nranks();
-                let Some(v) = self.sync_issue.get(&(*comm, *seq)) else { return false };
+                let Some(v) = self.sync_issue.get(&(*comm, *seq)) else {
+                    return false;
+                };
                 if v.len() < n {
                     return false;
                 }
@@ -421,7 +494,9 @@ impl Sim<'_> {
                 let mut end = f64::MIN;
                 for &(key, k, send, xfer) in waits {
                     let other = if send { &self.recvs } else { &self.sends };
-                    let Some(&t_other) = other.get(&key).and_then(|v| v.get(k)) else { return false };
+                    let Some(&t_other) = other.get(&key).and_then(|v| v.get(k)) else {
+                        return false;
+                    };
                     let mine = if send { &self.sends } else { &self.recvs };
                     let t_mine = mine[&key][k];
                     end = end.max(t_mine.max(t_other) + xfer);
@@ -454,7 +529,11 @@ pub(crate) fn op_text(
         Some(p) => format!("{p:#x}"),
         None => "(nil)".to_string(),
     };
-    let nr = if ver.nranks_field() { format!(" [nranks={nranks}]") } else { String::new() };
+    let nr = if ver.nranks_field() {
+        format!(" [nranks={nranks}]")
+    } else {
+        String::new()
+    };
     format!(
         "{name}: opCount {opcount:x} sendbuff {sb} recvbuff {recvbuff:#x} count {count} datatype {dtype} op {redop} root {root} comm {comm:#x}{nr} stream {stream:#x}"
     )
@@ -467,16 +546,38 @@ mod tests {
     #[test]
     fn tuning_examples_match_real_logs() {
         // thesis: 131072 x fp16 on 4 ranks, 8 channels (it saw LL on PCIe A40s, which lack LL128)
-        assert_eq!(tuning_text("AllReduce", 262144, 4, 8), "AllReduce: 262144 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..7}");
+        assert_eq!(
+            tuning_text("AllReduce", 262144, 4, 8),
+            "AllReduce: 262144 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..7}"
+        );
         // timez-zx 2.27.7: 8 MiB on 2 ranks, 24 channels
-        assert_eq!(tuning_text("AllReduce", 8388608, 2, 24), "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}");
-        assert_eq!(tuning_text("AllReduce", 4, 4, 8), "AllReduce: 4 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}");
+        assert_eq!(
+            tuning_text("AllReduce", 8388608, 2, 24),
+            "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}"
+        );
+        assert_eq!(
+            tuning_text("AllReduce", 4, 4, 8),
+            "AllReduce: 4 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"
+        );
     }
 
     #[test]
     fn op_line_format() {
         let v = NcclVersion::parse("2.27.7").unwrap();
-        let t = op_text(&v, "Send", 0x1f, None, 0x7f1fd2c00000, 256, 2, 0, 1, 0x55f7d902f5e0, 4, 0x55f7d84eb710);
+        let t = op_text(
+            &v,
+            "Send",
+            0x1f,
+            None,
+            0x7f1fd2c00000,
+            256,
+            2,
+            0,
+            1,
+            0x55f7d902f5e0,
+            4,
+            0x55f7d84eb710,
+        );
         assert_eq!(t, "Send: opCount 1f sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 1 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710");
     }
 }

@@ -40,10 +40,20 @@ pub(crate) fn intra_node_bw(gpus_per_node: usize) -> f64 {
 
 /// Lines of the main thread before the first communicator (every process), in the 2.27 order.
 pub(crate) fn preamble(cfg: &RunConfig, ver: &NcclVersion, p: &Proc, driver: u32) -> Vec<String> {
-    let sep = if ver.bootstrap_colon_style() { "Bootstrap: Using" } else { "Bootstrap : Using" };
-    let mut v = vec![format!("{sep} eth0:{}<0>", p.ip), format!("cudaDriverVersion {driver}")];
+    let sep = if ver.bootstrap_colon_style() {
+        "Bootstrap: Using"
+    } else {
+        "Bootstrap : Using"
+    };
+    let mut v = vec![
+        format!("{sep} eth0:{}<0>", p.ip),
+        format!("cudaDriverVersion {driver}"),
+    ];
     if p.local_rank == 0 {
-        v.push(format!("NCCL version {}+cuda{}", cfg.nccl_version, cfg.cuda_version));
+        v.push(format!(
+            "NCCL version {}+cuda{}",
+            cfg.nccl_version, cfg.cuda_version
+        ));
     }
     v
 }
@@ -60,7 +70,9 @@ pub(crate) fn net_plugin_lines(p: &Proc) -> Vec<String> {
 /// `Setting affinity for GPU d to <cpu list>`: 32 cores per socket, 4 GPUs per socket.
 pub(crate) fn affinity_line(p: &Proc) -> String {
     let socket = p.local_rank / 4;
-    let cores: Vec<String> = (socket * 32..socket * 32 + 32).map(|c| c.to_string()).collect();
+    let cores: Vec<String> = (socket * 32..socket * 32 + 32)
+        .map(|c| c.to_string())
+        .collect();
     format!("Setting affinity for GPU {} to {}", p.dev, cores.join(","))
 }
 
@@ -89,7 +101,9 @@ pub(crate) fn topology_dump(
         (None, true, _) => (NVS_BW, NVS_BW),
         (None, false, _) => (PCI_BW, PCI_BW),
     };
-    let mut out = vec![format!("=== System : maxBw {max_bw:.1} totalBw {total_bw:.1} ===")];
+    let mut out = vec![format!(
+        "=== System : maxBw {max_bw:.1} totalBw {total_bw:.1} ==="
+    )];
     let sockets = cfg.gpus_per_node.div_ceil(4).max(1);
     let pci = format!("+ PCI[{PCI_BW:.1}] - ");
     let indent = " ".repeat(pci.len());
@@ -108,8 +122,11 @@ pub(crate) fn topology_dump(
             children.push((bus, lines));
         }
         if s == 0 {
-            let suffix =
-                if ver.net_node_suffix() { format!(" (0/0/0/{NET_BW:.6})") } else { String::new() };
+            let suffix = if ver.net_node_suffix() {
+                format!(" (0/0/0/{NET_BW:.6})")
+            } else {
+                String::new()
+            };
             children.push((
                 NIC_BUS_ID,
                 vec![

@@ -119,12 +119,30 @@ impl Ctx<'_> {
     }
 
     fn compute(&mut self, flops: f64) {
-        self.steps.push(Step::Compute((flops / FLOPS_PER_US).max(15.0)));
+        self.steps
+            .push(Step::Compute((flops / FLOPS_PER_US).max(15.0)));
     }
 
-    fn coll(&mut self, comm: Option<usize>, kind: Coll, count: u64, dtype: u8, redop: u8, tag: u64) {
+    fn coll(
+        &mut self,
+        comm: Option<usize>,
+        kind: Coll,
+        count: u64,
+        dtype: u8,
+        redop: u8,
+        tag: u64,
+    ) {
         if let Some(comm) = comm {
-            self.steps.push(Step::Coll(CollCall { comm, kind, count, dtype, redop, root: 0, sync: false, tag }));
+            self.steps.push(Step::Coll(CollCall {
+                comm,
+                kind,
+                count,
+                dtype,
+                redop,
+                root: 0,
+                sync: false,
+                tag,
+            }));
         }
     }
 
@@ -158,14 +176,35 @@ impl Ctx<'_> {
         let act = self.act();
         if self.first {
             self.compute(2.0 * act as f64);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x200 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x200 + (mb as u64 & 1),
+            );
         }
         let lf = self.layer_flops();
         for l in 0..c.layers_per_stage() as u64 {
             self.compute(lf / 3.0);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x1000 + l * 16 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x1000 + l * 16 + (mb as u64 & 1),
+            );
             self.compute(lf * 2.0 / 3.0);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x1000 + l * 16 + 2 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x1000 + l * 16 + 2 + (mb as u64 & 1),
+            );
         }
         if self.last {
             let logits = 2.0 * act as f64 * c.vocab as f64 / c.tp as f64;
@@ -182,14 +221,35 @@ impl Ctx<'_> {
         let act = self.act();
         if self.last {
             self.compute(4.0 * act as f64 * c.vocab as f64 / c.tp as f64);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x400 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x400 + (mb as u64 & 1),
+            );
         }
         let lf = self.layer_flops();
         for l in (0..c.layers_per_stage() as u64).rev() {
             self.compute(lf * 4.0 / 3.0);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x2000 + l * 16 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x2000 + l * 16 + (mb as u64 & 1),
+            );
             self.compute(lf * 2.0 / 3.0);
-            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x2000 + l * 16 + 2 + (mb as u64 & 1));
+            self.coll(
+                self.tp,
+                Coll::AllReduce,
+                act,
+                BFLOAT16,
+                0,
+                0x2000 + l * 16 + 2 + (mb as u64 & 1),
+            );
         }
         if self.first {
             self.compute(2.0 * act as f64);
@@ -290,14 +350,32 @@ impl Ctx<'_> {
 
 /// Element counts of the parameter tensors of one pipeline stage (registration order).
 pub(crate) fn stage_params(cfg: &RunConfig, stage: usize) -> Vec<u64> {
-    let (h, tp, v, s) = (cfg.hidden as u64, cfg.tp as u64, cfg.vocab as u64, cfg.seq_len as u64);
+    let (h, tp, v, s) = (
+        cfg.hidden as u64,
+        cfg.tp as u64,
+        cfg.vocab as u64,
+        cfg.seq_len as u64,
+    );
     let mut out = Vec::new();
     if stage == 0 {
         out.push(v / tp * h); // word embeddings (vocab-parallel)
         out.push(s * h); // learned absolute position embeddings
     }
     for _ in 0..cfg.layers_per_stage() {
-        out.extend([h, h, 3 * h * h / tp, 3 * h / tp, h * h / tp, h, h, h, 4 * h * h / tp, 4 * h / tp, 4 * h * h / tp, h]);
+        out.extend([
+            h,
+            h,
+            3 * h * h / tp,
+            3 * h / tp,
+            h * h / tp,
+            h,
+            h,
+            h,
+            4 * h * h / tp,
+            4 * h / tp,
+            4 * h * h / tp,
+            h,
+        ]);
     }
     if stage + 1 == cfg.pp {
         out.extend([h, h]); // final layernorm
@@ -328,7 +406,9 @@ pub(crate) fn grad_buckets(cfg: &RunConfig, stage: usize) -> Vec<u64> {
 
 /// The program of every rank.
 pub(crate) fn build(cfg: &RunConfig, layout: &Layout) -> Vec<Vec<Step>> {
-    (0..cfg.world()).map(|r| build_rank(cfg, layout, r)).collect()
+    (0..cfg.world())
+        .map(|r| build_rank(cfg, layout, r))
+        .collect()
 }
 
 fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
@@ -357,11 +437,18 @@ fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
         tag,
     };
     cx.steps.push(Step::Coll(barrier(0x10)));
-    cx.steps.push(Step::Coll(CollCall { dtype: FLOAT64, redop: 3, tag: 0x11, ..barrier(0) }));
+    cx.steps.push(Step::Coll(CollCall {
+        dtype: FLOAT64,
+        redop: 3,
+        tag: 0x11,
+        ..barrier(0)
+    }));
     cx.steps.push(Step::Compute(250_000.0)); // model and optimizer construction
     cx.steps.push(Step::Coll(barrier(0x12)));
     cx.steps.push(Step::Compute(120_000.0)); // dataset and dataloader construction
-    let norm_comm = layout.comm_of(rank, GroupKind::Mp).or(if cfg.tp * cfg.pp > 1 { world } else { None });
+    let norm_comm = layout
+        .comm_of(rank, GroupKind::Mp)
+        .or(if cfg.tp * cfg.pp > 1 { world } else { None });
     for _ in 0..cfg.iterations {
         cx.iteration();
         if let Some(dp) = layout.comm_of(rank, GroupKind::Dp) {
@@ -374,10 +461,15 @@ fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
             cx.coll(Some(emb), Coll::AllReduce, n, FLOAT32, 0, 0x700);
         }
         if let Some(c) = norm_comm {
-            cx.steps.push(Step::Coll(CollCall { comm: c, tag: 0x800, ..barrier(0) }));
+            cx.steps.push(Step::Coll(CollCall {
+                comm: c,
+                tag: 0x800,
+                ..barrier(0)
+            }));
         }
         let params: u64 = stage_params(cfg, stage).iter().sum();
-        cx.steps.push(Step::IterEnd(3_000.0 + params as f64 * 16.0 / 1.5e6));
+        cx.steps
+            .push(Step::IterEnd(3_000.0 + params as f64 * 16.0 / 1.5e6));
     }
     cx.steps.push(Step::Coll(barrier(0x13)));
     for &c in layout.proc_comms[rank].iter().rev() {
@@ -407,10 +499,13 @@ mod tests {
         assert_eq!(count(&prog[0], bf16_ar), per_iter * cfg.iterations);
         // sends and recvs balance across the pipeline
         let p2p = |r: usize, send: bool| -> usize {
-            prog[r].iter().map(|s| match s {
-                Step::P2p(_, ops) => ops.iter().filter(|o| o.send == send).count(),
-                _ => 0,
-            }).sum()
+            prog[r]
+                .iter()
+                .map(|s| match s {
+                    Step::P2p(_, ops) => ops.iter().filter(|o| o.send == send).count(),
+                    _ => 0,
+                })
+                .sum()
         };
         assert_eq!(p2p(0, true), p2p(2, false));
         assert_eq!(p2p(2, true), p2p(0, false));
@@ -419,7 +514,11 @@ mod tests {
 
     #[test]
     fn buckets_cover_all_params() {
-        let cfg = RunConfig { dp: 2, hidden: 2048, ..RunConfig::default() };
+        let cfg = RunConfig {
+            dp: 2,
+            hidden: 2048,
+            ..RunConfig::default()
+        };
         let total: u64 = stage_params(&cfg, 0).iter().sum();
         let b = grad_buckets(&cfg, 0);
         assert_eq!(b.iter().sum::<u64>(), total);

@@ -129,17 +129,27 @@ pub struct BrokenLine {
 impl Truth {
     /// Totals of one (rank, communicator name, op), if that rank wrote such lines.
     pub fn op(&self, rank: usize, comm: &str, op: &str) -> Option<&OpTruth> {
-        self.ops.iter().find(|o| o.rank == rank && o.comm == comm && o.op == op)
+        self.ops
+            .iter()
+            .find(|o| o.rank == rank && o.comm == comm && o.op == op)
     }
 
     /// Op lines written by one rank.
     pub fn op_lines_of_rank(&self, rank: usize) -> usize {
-        self.ops.iter().filter(|o| o.rank == rank).map(|o| o.lines).sum()
+        self.ops
+            .iter()
+            .filter(|o| o.rank == rank)
+            .map(|o| o.lines)
+            .sum()
     }
 
     /// Op lines of one op kind summed over all ranks and communicators.
     pub fn op_lines_of_kind(&self, op: &str) -> usize {
-        self.ops.iter().filter(|o| o.op == op).map(|o| o.lines).sum()
+        self.ops
+            .iter()
+            .filter(|o| o.op == op)
+            .map(|o| o.lines)
+            .sum()
     }
 
     /// All op lines of the run.
@@ -154,7 +164,11 @@ impl Truth {
 
     /// Names of the communicators a rank belongs to, in creation order.
     pub fn comms_of_rank(&self, rank: usize) -> Vec<&str> {
-        self.communicators.iter().filter(|c| c.members.contains(&rank)).map(|c| c.name.as_str()).collect()
+        self.communicators
+            .iter()
+            .filter(|c| c.members.contains(&rank))
+            .map(|c| c.name.as_str())
+            .collect()
     }
 
     /// Short human-readable summary (one line per rank and per communicator).
@@ -164,7 +178,10 @@ impl Truth {
             self.world_size, self.tp, self.pp, self.dp, self.nccl_version
         );
         for c in &self.communicators {
-            s.push_str(&format!("  {:<6} {} nranks {} members {:?}\n", c.name, c.comm_id_hex, c.nranks, c.members));
+            s.push_str(&format!(
+                "  {:<6} {} nranks {} members {:?}\n",
+                c.name, c.comm_id_hex, c.nranks, c.members
+            ));
         }
         for r in &self.ranks {
             let per: Vec<String> = self
@@ -185,7 +202,12 @@ impl Truth {
             ));
         }
         if let Some(c) = &self.combined {
-            s.push_str(&format!("  {}: {} lines, {} broken\n", c.file, c.lines, c.broken.len()));
+            s.push_str(&format!(
+                "  {}: {} lines, {} broken\n",
+                c.file,
+                c.lines,
+                c.broken.len()
+            ));
         }
         s
     }

@@ -23,17 +23,32 @@ pub(crate) fn file_name(host: &str, pid: u32) -> String {
 pub(crate) fn render(line: &Line, host: &str, pid: u32, dev: usize, timestamps: bool) -> String {
     let mut s = String::with_capacity(line.text.len() + 64);
     if timestamps {
-        s.push_str(&format!("{}.{:06} ", line.t / 1_000_000, line.t % 1_000_000));
+        s.push_str(&format!(
+            "{}.{:06} ",
+            line.t / 1_000_000,
+            line.t % 1_000_000
+        ));
     }
     match line.kind {
-        LineKind::Call => s.push_str(&format!("{host}:{pid}:{} NCCL CALL {}", line.tid, line.text)),
-        _ => s.push_str(&format!("{host}:{pid}:{} [{dev}] NCCL INFO {}", line.tid, line.text)),
+        LineKind::Call => s.push_str(&format!(
+            "{host}:{pid}:{} NCCL CALL {}",
+            line.tid, line.text
+        )),
+        _ => s.push_str(&format!(
+            "{host}:{pid}:{} [{dev}] NCCL INFO {}",
+            line.tid, line.text
+        )),
     }
     s
 }
 
 /// Contents of one process's file and its line count.
-pub(crate) fn render_file(lines: &[Line], layout: &Layout, rank: usize, timestamps: bool) -> String {
+pub(crate) fn render_file(
+    lines: &[Line],
+    layout: &Layout,
+    rank: usize,
+    timestamps: bool,
+) -> String {
     let p = &layout.procs[rank];
     let mut out = String::new();
     for l in lines {
@@ -95,7 +110,8 @@ pub(crate) fn render_combined(
         }
         let text = &texts[k];
         let intruder = if is_victim[k] {
-            (k + 1..order.len()).find(|&j| !consumed[j] && !is_victim[j] && order[j].1 != order[k].1)
+            (k + 1..order.len())
+                .find(|&j| !consumed[j] && !is_victim[j] && order[j].1 != order[k].1)
         } else {
             None
         };
@@ -135,11 +151,29 @@ mod tests {
 
     #[test]
     fn prefix_forms() {
-        let l = Line { t: 1_766_081_276_802_766, tid: 12, kind: LineKind::Info, text: "x y".into() };
-        assert_eq!(render(&l, "node00", 10, 2, true), "1766081276.802766 node00:10:12 [2] NCCL INFO x y");
-        assert_eq!(render(&l, "node00", 10, 2, false), "node00:10:12 [2] NCCL INFO x y");
-        let c = Line { kind: LineKind::Call, text: "ncclGroupEnd()".into(), ..l };
-        assert_eq!(render(&c, "h", 1, 0, false), "h:1:12 NCCL CALL ncclGroupEnd()");
+        let l = Line {
+            t: 1_766_081_276_802_766,
+            tid: 12,
+            kind: LineKind::Info,
+            text: "x y".into(),
+        };
+        assert_eq!(
+            render(&l, "node00", 10, 2, true),
+            "1766081276.802766 node00:10:12 [2] NCCL INFO x y"
+        );
+        assert_eq!(
+            render(&l, "node00", 10, 2, false),
+            "node00:10:12 [2] NCCL INFO x y"
+        );
+        let c = Line {
+            kind: LineKind::Call,
+            text: "ncclGroupEnd()".into(),
+            ..l
+        };
+        assert_eq!(
+            render(&c, "h", 1, 0, false),
+            "h:1:12 NCCL CALL ncclGroupEnd()"
+        );
         assert_eq!(file_name("node01", 4242), "nccl_debug_node01_4242.log");
     }
 }

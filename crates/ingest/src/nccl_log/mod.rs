@@ -114,6 +114,8 @@ pub fn load_path(path: &Path, opts: &ReadOptions) -> Result<(OpTable, ReadReport
     for op in ops {
         table.per_rank[op.dev.ix()].push(op);
     }
+    // Merging a single table folds processes that share (host, pid).
+    let (mut table, _) = crate::merge::merge_tables(vec![table]);
     for r in &mut table.per_rank {
         r.sort_by_key(|op| op.line);
     }

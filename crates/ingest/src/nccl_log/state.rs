@@ -543,10 +543,34 @@ impl LogParser {
                 self.collect_topology(ProcIdx(p as u32), tid);
             }
         }
+        self.fold_debris_hosts();
         // Processes that never logged a version inherit a bare one.
         if let Some(v) = self.bare_version {
             for p in &mut self.table.processes {
                 p.nccl_version.get_or_insert(v);
+            }
+        }
+    }
+}
+
+impl LogParser {
+    /// A process named `senx3005c0s31b0n0:309935` next to `x3005c0s31b0n0:309935`
+    /// is the same process: its name swallowed debris of a cut line before the
+    /// clean name was known. Renaming it lets [`crate::merge::merge_tables`],
+    /// which keys processes by (host, pid), fold the two together.
+    fn fold_debris_hosts(&mut self) {
+        let procs = &mut self.table.processes;
+        for i in 0..procs.len() {
+            let clean = (0..procs.len())
+                .filter(|&j| {
+                    j != i
+                        && procs[j].pid == procs[i].pid
+                        && procs[j].host.len() < procs[i].host.len()
+                        && procs[i].host.ends_with(&procs[j].host)
+                })
+                .min_by_key(|&j| procs[j].host.len());
+            if let Some(j) = clean {
+                procs[i].host = procs[j].host.clone();
             }
         }
     }
