@@ -21,6 +21,41 @@ pub fn assemble(table: &mut OpTable) {
     order_members_and_name(table);
 }
 
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone, Copy)]
+enum Key {
+    Id(u64),
+    Seq(u32, u64, u64),
+}
+
+/// Handles whose init line was lost (interleaved writers) have no `commId`
+/// but may still know their size and rank: each joins the `commId` group of
+/// the same size that lacks its rank, when exactly one such group exists and
+/// the group does not already hold its device.
+fn adopt_into_id_groups(table: &OpTable, buckets: &mut BTreeMap<Key, Vec<CommIdx>>, adopted: &mut [bool]) {
+    for (i, c) in table.comms.iter().enumerate() {
+        let (None, Some(n)) = (c.comm_id, c.nranks) else { continue };
+        let candidates: Vec<Key> = buckets
+            .iter()
+            .filter(|(k, members)| {
+                matches!(k, Key::Id(_))
+                    && members.len() < n as usize
+                    && members.iter().all(|m| {
+                        let o = &table.comms[m.ix()];
+                        o.nranks == Some(n)
+                            && o.proc != c.proc
+                            && (c.rank.is_none() || o.rank != c.rank)
+                            && (c.device.is_none() || o.device != c.device)
+                    })
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        if let [k] = candidates[..] {
+            buckets.get_mut(&k).expect("key from iteration").push(CommIdx(i as u32));
+            adopted[i] = true;
+        }
+    }
+}
+
 /// Groups communicator handles into [`LogicalComm`]s.
 pub fn infer_logical_comms(table: &mut OpTable) {
     table.logical.clear();
@@ -28,20 +63,22 @@ pub fn infer_logical_comms(table: &mut OpTable) {
         c.logical = None;
     }
     // Key: commId where logged, else (nranks, op sequence) fingerprint.
-    #[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone, Copy)]
-    enum Key {
-        Id(u64),
-        Seq(u32, u64, u64),
-    }
     let mut buckets: BTreeMap<Key, Vec<CommIdx>> = BTreeMap::new();
     let mut first_seen: HashMap<Key, usize> = HashMap::new();
     for (i, c) in table.comms.iter().enumerate() {
-        let key = match c.comm_id {
-            Some(id) => Key::Id(id),
-            None => Key::Seq(c.nranks.unwrap_or(0), c.n_ops, c.op_seq_hash),
-        };
-        first_seen.entry(key).or_insert(i);
-        buckets.entry(key).or_default().push(CommIdx(i as u32));
+        if let Some(id) = c.comm_id {
+            first_seen.entry(Key::Id(id)).or_insert(i);
+            buckets.entry(Key::Id(id)).or_default().push(CommIdx(i as u32));
+        }
+    }
+    let mut adopted = vec![false; table.comms.len()];
+    adopt_into_id_groups(table, &mut buckets, &mut adopted);
+    for (i, c) in table.comms.iter().enumerate() {
+        if c.comm_id.is_none() && !adopted[i] {
+            let key = Key::Seq(c.nranks.unwrap_or(0), c.n_ops, c.op_seq_hash);
+            first_seen.entry(key).or_insert(i);
+            buckets.entry(key).or_default().push(CommIdx(i as u32));
+        }
     }
     let mut groups: Vec<(usize, Key, Vec<CommIdx>)> =
         buckets.into_iter().map(|(k, v)| (first_seen[&k], k, v)).collect();
@@ -317,6 +354,20 @@ mod tests {
         let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
         // Logged ranks 3,2,1; the unlogged device gets the first rank after the world size.
         assert_eq!(ranks, vec![3, 2, 1, 8]);
+    }
+
+    #[test]
+    fn handles_without_comm_id_join_the_group_missing_their_rank() {
+        let mut t = table(true);
+        // The init lines of two world members were lost: no commId, but size and rank survived.
+        t.comms[0].comm_id = None;
+        t.comms[4].comm_id = None;
+        assemble(&mut t);
+        let world: Vec<_> = t.logical.iter().filter(|l| l.comm_id == Some(0xfeed)).collect();
+        assert_eq!(world.len(), 1);
+        assert_eq!(world[0].members.len(), 4);
+        let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+        assert_eq!(ranks, vec![3, 2, 1, 0]);
     }
 
     #[test]

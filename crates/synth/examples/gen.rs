@@ -1,6 +1,7 @@
 //! Writes a synthetic run to a directory and prints its ground-truth summary.
 //!
-//! `cargo run -p commlens-synth --example gen -- OUT_DIR [TP PP DP] [--interleave N] [--no-ts] [--seed S] [--version V]`
+//! `cargo run -p commlens-synth --example gen -- OUT_DIR [TP PP DP] [--interleave N] [--no-ts] [--seed S] [--version V]
+//! [--gpus-per-node G] [--calls]`
 
 use commlens_synth::{generate_into, RunConfig};
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(dir) = args.first().map(PathBuf::from) else {
-        eprintln!("usage: gen OUT_DIR [TP PP DP] [--interleave BROKEN] [--no-ts] [--seed S] [--version V]");
+        eprintln!("usage: gen OUT_DIR [TP PP DP] [--interleave BROKEN] [--no-ts] [--seed S] [--version V] [--gpus-per-node G] [--calls]");
         return ExitCode::from(2);
     };
     let nums: Vec<usize> = args[1..]
@@ -34,6 +35,8 @@ fn main() -> ExitCode {
                 cfg.broken_lines = value().parse().unwrap_or(0);
             }
             "--no-ts" => cfg.timestamps = false,
+            "--gpus-per-node" => cfg.gpus_per_node = value().parse().unwrap_or(cfg.gpus_per_node),
+            "--calls" => cfg.call_lines = true,
             "--seed" => cfg.seed = value().parse().unwrap_or(cfg.seed),
             "--version" => cfg.nccl_version = value(),
             other => {

@@ -423,3 +423,71 @@ fn schedules_and_call_lines() {
         .filter(|l| l.contains("NCCL CALL"))
         .all(|l| !l.contains(" [0] ")));
 }
+
+#[test]
+fn edge_layouts_generate() {
+    let cases = [
+        RunConfig::megatron(1, 1, 1),
+        RunConfig::megatron(1, 1, 4),
+        RunConfig::megatron(4, 1, 1),
+        RunConfig {
+            gpus_per_node: 1,
+            ..RunConfig::default()
+        },
+        RunConfig {
+            gpus_per_node: 3,
+            ..RunConfig::default()
+        },
+        RunConfig {
+            num_microbatches: 1,
+            ..RunConfig::megatron(1, 4, 1)
+        },
+        RunConfig {
+            iterations: 0,
+            interleave: true,
+            broken_lines: 10_000,
+            ..RunConfig::default()
+        },
+    ];
+    for cfg in cases {
+        let run = generate(&cfg);
+        let t = &run.truth;
+        assert_eq!(run.files.len(), cfg.world() + cfg.interleave as usize);
+        assert_eq!(t.comm("WORLD").unwrap().nranks, cfg.world());
+        for (r, f) in run.files.iter().take(cfg.world()).enumerate() {
+            assert_eq!(
+                f.contents.matches(": opCount ").count(),
+                t.op_lines_of_rank(r)
+            );
+            assert_eq!(
+                f.contents.matches("Init COMPLETE").count(),
+                t.comms_of_rank(r).len()
+            );
+            assert_eq!(
+                f.contents.matches("Destroy COMPLETE").count(),
+                t.comms_of_rank(r).len()
+            );
+        }
+        if let Some(c) = &t.combined {
+            assert_eq!(c.intact_op_lines + c.broken.len(), t.total_op_lines());
+        }
+    }
+    // pure DP: gradient buckets on DP, no TP/PP/MP communicators
+    let cfg = RunConfig::megatron(1, 1, 4);
+    let run = generate(&cfg);
+    let names: Vec<&str> = run
+        .truth
+        .communicators
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["WORLD", "DP0"]);
+    let buckets = crate::traffic::grad_buckets(&cfg, 0);
+    assert_eq!(buckets.len(), 2); // ~103M parameters in buckets of >= 40M elements
+    let dp = run.truth.op(3, "DP0", "AllReduce").unwrap();
+    assert_eq!(dp.lines, 2 * cfg.iterations);
+    assert_eq!(
+        dp.bytes,
+        4 * buckets.iter().sum::<u64>() * cfg.iterations as u64
+    );
+}
