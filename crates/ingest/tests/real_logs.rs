@@ -42,9 +42,10 @@ fn every_shared_log_parses() {
         assert!(r.nccl_segments > 0);
         assert_eq!(r.ops as usize, t.n_ops());
         // Plausible totals: never more operations than opCount occurrences, and
-        // every occurrence is accounted for (parsed, malformed or broken).
+        // nearly every occurrence is accounted for (parsed, malformed or broken;
+        // overwritten lines can hide a few inside other messages).
         assert!(r.ops as usize <= op_lines, "{}", path.display());
-        assert!(r.ops + r.malformed.total() + r.broken_unrecovered >= op_lines as u64 * 999 / 1000, "{}", path.display());
+        assert!(r.ops + r.malformed.total() + r.broken_unrecovered >= op_lines as u64 * 995 / 1000, "{}", path.display());
         for op in t.ops() {
             assert_eq!(t.comms[op.comm.ix()].device, Some(op.dev));
             if let Some(size) = op.dtype.size_bytes() {
