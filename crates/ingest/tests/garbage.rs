@@ -515,3 +515,31 @@ fn garbage_lines_between_good_lines_lose_no_operation() {
         assert_eq!(p.report.nccl_segments, clean.report.nccl_segments, "{name}: segments changed");
     }
 }
+
+#[test]
+fn crlf_line_ends_and_nul_bytes_after_line_one_change_nothing() {
+    let Some(logs) = real_logs() else { return };
+    for (name, data) in &logs {
+        let clean = parse(name, data).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut crlf = Vec::with_capacity(data.len() + data.len() / 50);
+        for line in data.split_inclusive(|&b| b == b'\n') {
+            match line.strip_suffix(b"\n") {
+                Some(l) => {
+                    crlf.extend_from_slice(l);
+                    crlf.extend_from_slice(b"\r\n");
+                }
+                None => crlf.extend_from_slice(line),
+            }
+        }
+        let p = parse(name, &crlf).unwrap_or_else(|e| panic!("{name} with CRLF: {e}"));
+        assert_eq!((p.ops, p.op_bytes, p.tuned), (clean.ops, clean.op_bytes, clean.tuned), "{name} with CRLF");
+        // A line of NUL bytes after the first line is just a bad line.
+        let first_end = data.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let mut nul = data[..first_end].to_vec();
+        nul.extend_from_slice(&[0u8; 100]);
+        nul.push(b'\n');
+        nul.extend_from_slice(&data[first_end..]);
+        let p = parse(name, &nul).unwrap_or_else(|e| panic!("{name} with a NUL line: {e}"));
+        assert_eq!((p.ops, p.op_bytes, p.tuned), (clean.ops, clean.op_bytes, clean.tuned), "{name} with a NUL line");
+    }
+}

@@ -118,6 +118,12 @@ pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -
     head_end
 }
 
+/// Whether `text` holds a `host:pid:tid ` prefix that was cut before its
+/// `NCCL LEVEL` (the start of a line another writer overwrote).
+pub fn has_cut_prefix(text: &[u8]) -> bool {
+    memchr::memchr_iter(b':', text).any(|i| candidate_at(text, i).is_some())
+}
+
 /// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
 #[inline]
 fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
@@ -203,6 +209,13 @@ fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
     let mut s = end;
     while s > 0 && (line[s - 1].is_ascii_digit() || line[s - 1] == b'.') {
         s -= 1;
+    }
+    // Epoch seconds have 10 digits (until 2286); more digits in front are
+    // the tail of a line this one cut (`opCount 41766081201.557987`).
+    if let Some(dot) = line[s..end].iter().position(|&b| b == b'.') {
+        if dot > 10 {
+            s += dot - 10;
+        }
     }
     let tok = &line[s..end];
     if tok.len() < 10 || !tok.contains(&b'.') {
@@ -315,6 +328,19 @@ mod tests {
         let (head, s) = split_with(&mut hosts, "stonstone:2984737:2984737 [3] NCCL INFO Recv: opCount 5d");
         assert_eq!(head, "ston");
         assert_eq!(s[0].0, "stone");
+    }
+
+    #[test]
+    fn timestamp_glued_to_a_cut_line() {
+        let line = "node00:1:1 [1] NCCL INFO AllReduce: opCount 41766081201.557987 node00:2:2 [3] NCCL INFO Broadcast: x";
+        let mut hosts = KnownHosts::default();
+        let mut out = Vec::new();
+        split_line(line.as_bytes(), &mut hosts, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(&line[out[0].msg.clone()], "AllReduce: opCount 4");
+        assert_eq!(out[1].ts_ns, Some(1_766_081_201_557_987_000));
+        assert!(has_cut_prefix(b"node00:949993:949993 [2] N"));
+        assert!(!has_cut_prefix(b"plain text: 12:30"));
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct ReadReport {
     pub broken_segments: u64,
     /// Broken operation lines too short to recover (cut before the `comm` field).
     pub broken_unrecovered: u64,
+    /// Line starts cut inside their own prefix (`host:pid:tid [2] N…`): some
+    /// line of that process was lost whole.
+    pub lost_fragments: u64,
     pub tuning_lines: u64,
     /// Operations that received algorithm/protocol from a tuning line.
     pub tuned_ops: u64,

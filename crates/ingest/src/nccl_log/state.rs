@@ -125,11 +125,17 @@ impl LogParser {
         }
         self.fragment.clear();
         if segs.is_empty() {
+            if super::prefix::has_cut_prefix(line) {
+                self.report.lost_fragments += 1;
+                return self.segs = segs;
+            }
             self.non_nccl_line(line, line_no);
         } else {
             let head = &line[..head_end];
             if looks_like_cut_prefix(head) && head.len() <= MAX_FRAGMENT {
                 self.fragment.extend_from_slice(head);
+            } else if !head.is_empty() && super::prefix::has_cut_prefix(head) {
+                self.report.lost_fragments += 1;
             }
             self.handle_segments(line, &segs, line_no, sink);
         }
