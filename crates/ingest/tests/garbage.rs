@@ -233,8 +233,8 @@ fn truncated_real_logs_parse_and_ops_grow_with_the_cut() {
             Err(e) => panic!("{name}: the full log does not parse: {e}"),
         };
         let min_cut = end_of_first_nccl_line(data);
-        // About 1.5 MB of input per log in total keeps this fast in debug builds.
-        let n_cuts = (1_500_000 / data.len().max(1)).clamp(3, 24);
+        // About 1 MB of input per log in total keeps this fast in debug builds.
+        let n_cuts = (1_000_000 / data.len().max(1)).clamp(2, 24);
         let mut cuts: Vec<usize> = (0..n_cuts).map(|_| min_cut + rng.below(data.len() - min_cut + 1)).collect();
         cuts.push(min_cut);
         cuts.push(data.len());
@@ -260,7 +260,7 @@ fn mutated_real_logs_do_not_panic() {
     let noise = b"\0\xff\n\r :[]0123456789abcdefx NCCL INFO opCount comm 0x";
     for (name, data) in &logs {
         let full = parse(name, data).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let rounds = (1_500_000 / data.len().max(1)).clamp(2, 12);
+        let rounds = (1_000_000 / data.len().max(1)).clamp(1, 12);
         for round in 0..rounds {
             let mut m = data.clone();
             let edits = 1 + rng.below(40);
@@ -447,10 +447,12 @@ fn very_long_line_is_cut_and_counted() {
     let lines = expect_not_nccl("long-only.log", parse_with("long-only.log", &data, &opts));
     assert_eq!(lines, (long as u64).div_ceil(max_line as u64));
 
-    // 5 MB of glued operation lines: every piece holds NCCL prefixes.
-    let glued: Vec<u8> = GOOD_OP.iter().copied().filter(|&b| b != b'\n').chain([b' ']).cycle().take(long).collect();
+    // 1 MB of glued operation lines: every piece holds NCCL prefixes.
+    let glued_len = 1_000_000;
+    let glued: Vec<u8> = GOOD_OP.iter().copied().filter(|&b| b != b'\n').chain([b' ']).cycle().take(glued_len).collect();
     let p = parse_with("glued.log", &glued, &opts).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(p.report.overlong_lines, ((long - 1) / max_line) as u64);
+    assert_eq!(p.report.overlong_lines, ((glued_len - 1) / max_line) as u64);
+    assert!(p.ops > 0);
     assert!(p.ops <= count_substr(&glued, b"opCount"));
 }
 
