@@ -10,7 +10,8 @@
 use commlens_core::model::{CommIdx, DevIdx, Grouping};
 use commlens_core::{Algorithm, CollOp, OpKind, OpTable, Protocol};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Cell {
@@ -213,7 +214,7 @@ impl StatsReport {
         ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.host.clone(), r.pid, r.cuda_dev));
 
         // Per logical communicator.
-        let mut per_comm: HashMap<CommIdx, (Cell, BTreeMap<OpKind, u64>)> = HashMap::new();
+        let mut per_comm: HashMap<CommIdx, (Cell, BTreeMap<OpKind, u64>)> = HashMap::default();
         for ((_, c, k), cell) in &a.cells {
             let e = per_comm.entry(*c).or_default();
             e.0.absorb(cell);

@@ -117,6 +117,7 @@ fn main() {
     );
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("current_exe: {e}")));
     let mut rss = Vec::new();
+    let mut ratios = Vec::new();
     for f in &files {
         let size = fs::metadata(f).map(|m| m.len()).unwrap_or_else(|e| fail(&format!("{}: {e}", f.display())));
         warm_up(f);
@@ -165,6 +166,7 @@ fn main() {
             peak_kb as f64 * 1024.0 / MB
         );
         rss.push((size, peak_kb));
+        ratios.push(rate / wc_rate);
     }
     if let [(big, big_kb), (small, small_kb)] = rss[..] {
         println!();
@@ -176,6 +178,12 @@ fn main() {
             big as f64 / small.max(1) as f64
         );
     }
+    let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    println!(
+        "target commlens >= 50% of wc -l: {} (worst ratio {:.1}%)",
+        if worst >= 0.5 { "met" } else { "NOT met" },
+        worst * 100.0
+    );
     let mut cmd = format!("bash scripts/bench --mb {}", args.mb);
     if args.runs != 3 {
         cmd += &format!(" --runs {}", args.runs);
@@ -342,7 +350,11 @@ fn rewrite_pids(src: &[u8], add: u64, out: &mut Vec<u8>) {
 fn cpu_model() -> String {
     fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 

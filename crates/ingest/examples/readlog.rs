@@ -3,6 +3,7 @@ use commlens_ingest::nccl_log::{load_path, ReadOptions};
 use std::path::PathBuf;
 
 fn main() {
+    if let Ok(p) = std::env::var("COMPARE") { compare_paths(std::path::Path::new(&p)); return; }
     for arg in std::env::args().skip(1) {
         let path = PathBuf::from(&arg);
         match load_path(&path, &ReadOptions::default()) {
@@ -33,6 +34,21 @@ fn main() {
                 }
             }
             Err(e) => println!("== {arg}\nERROR {e}"),
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn compare_paths(path: &std::path::Path) {
+    use commlens_ingest::nccl_log::prefix::{split_line, split_line_scan, KnownHosts};
+    let data = std::fs::read(path).unwrap();
+    let (mut h1, mut h2) = (KnownHosts::default(), KnownHosts::default());
+    let (mut o1, mut o2) = (Vec::new(), Vec::new());
+    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
+        let a = split_line(line, &mut h1, &mut o1);
+        let b = split_line_scan(line, &mut h2, &mut o2);
+        if a != b || o1 != o2 {
+            println!("DIFF line {}: {}\n  fast {:?}\n  scan {:?}", i + 1, String::from_utf8_lossy(line), o1, o2);
         }
     }
 }

@@ -85,11 +85,19 @@ pub fn trim_ascii(s: &[u8]) -> &[u8] {
 /// Returns (token, rest after the token).
 #[inline]
 pub fn next_token(s: &[u8]) -> (&[u8], &[u8]) {
-    let start = s.iter().position(|&b| b != b' ').unwrap_or(s.len());
-    let s = &s[start..];
-    match memchr::memchr(b' ', s) {
-        Some(i) => (&s[..i], &s[i + 1..]),
-        None => (s, &[]),
+    // Tokens are short: a plain loop beats a SIMD search here.
+    let mut start = 0;
+    while start < s.len() && s[start] == b' ' {
+        start += 1;
+    }
+    let mut end = start;
+    while end < s.len() && s[end] != b' ' {
+        end += 1;
+    }
+    if end < s.len() {
+        (&s[start..end], &s[end + 1..])
+    } else {
+        (&s[start..end], &[])
     }
 }
 

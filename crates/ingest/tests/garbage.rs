@@ -150,7 +150,7 @@ fn random_bytes_give_a_clear_error() {
 #[test]
 fn binary_file_is_reported_as_binary() {
     for data in [&b"\0"[..], b"\x7fELF\x02\x01\x01\0\0\0", b"host:1:2 [0] NCCL INFO x\0\nhost:1:2 [0] NCCL INFO y\n"] {
-        let e = parse("blob.bin", data).err().expect("binary data must be refused");
+        let Err(e) = parse("blob.bin", data) else { panic!("binary data must be refused") };
         assert!(matches!(e, IngestError::Binary { .. }), "{e}");
         assert!(e.to_string().starts_with("blob.bin: "), "{e}");
     }
@@ -168,7 +168,8 @@ fn printable_garbage_is_not_an_nccl_log() {
         assert_eq!(lines, data.split(|&b| b == b'\n').count() as u64 - data.ends_with(b"\n") as u64, "{name}");
     }
     // Text that almost looks like NCCL prefixes.
-    let near_misses = b"host:1:2 [x] NCCL INFO y\n:1:2 NCCL INFO\na:1:2\na:1:2 NCCL INFOx\n35:842735 [0] f, 1 NCCL INFO y\n\
+    let near_misses =
+        b"host:1:2 [x] NCCL INFO y\n:1:2 NCCL INFO\na:1:2\na:1:2 NCCL INFOx\n35:842735 [0] f, 1 NCCL INFO y\n\
 host:99999999999:2 [0] NCCL INFO too big a pid\nhost:1:2 [0] NCCL DEBUG level\nNCCL INFO AllReduce: opCount 0\n";
     expect_not_nccl("near-miss.log", parse("near-miss.log", near_misses));
 }
@@ -193,18 +194,18 @@ fn read_path_errors_name_the_file() {
     let dir = std::env::temp_dir().join(format!("commlens-garbage-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let missing = dir.join("does-not-exist.log");
-    let e = read_path(&missing, &ReadOptions::default(), &mut |_| {}).err().expect("missing file");
+    let Err(e) = read_path(&missing, &ReadOptions::default(), &mut |_| {}) else { panic!("missing file: no error") };
     assert!(matches!(e, IngestError::Io { .. }), "{e}");
     assert!(e.to_string().contains("does-not-exist.log"), "{e}");
     let junk = dir.join("junk.log");
     std::fs::write(&junk, b"hello\nworld\n").unwrap();
-    let e = read_path(&junk, &ReadOptions::default(), &mut |_| {}).err().expect("junk file");
+    let Err(e) = read_path(&junk, &ReadOptions::default(), &mut |_| {}) else { panic!("junk file: no error") };
     assert!(matches!(e, IngestError::NotNcclLog { lines: 2, .. }), "{e}");
     assert!(e.to_string().contains(&*junk.to_string_lossy()), "{e}");
     assert!(e.to_string().contains("hello"), "the message shows line 1: {e}");
     let bin = dir.join("blob.log");
     std::fs::write(&bin, [0x1fu8, 0x00, 0x00, 0x41]).unwrap();
-    let e = read_path(&bin, &ReadOptions::default(), &mut |_| {}).err().expect("binary file");
+    let Err(e) = read_path(&bin, &ReadOptions::default(), &mut |_| {}) else { panic!("binary file: no error") };
     assert!(matches!(e, IngestError::Binary { .. }), "{e}");
     assert!(e.to_string().contains("blob.log"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
@@ -449,7 +450,8 @@ fn very_long_line_is_cut_and_counted() {
 
     // 1 MB of glued operation lines: every piece holds NCCL prefixes.
     let glued_len = 1_000_000;
-    let glued: Vec<u8> = GOOD_OP.iter().copied().filter(|&b| b != b'\n').chain([b' ']).cycle().take(glued_len).collect();
+    let glued: Vec<u8> =
+        GOOD_OP.iter().copied().filter(|&b| b != b'\n').chain([b' ']).cycle().take(glued_len).collect();
     let p = parse_with("glued.log", &glued, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(p.report.overlong_lines, ((glued_len - 1) / max_line) as u64);
     assert!(p.ops > 0);

@@ -227,3 +227,22 @@ fn directory_input_skips_non_logs_with_a_note() {
     assert_eq!(loaded.skipped_files.len(), 2, "the two topology XML files");
     assert!(loaded.skipped_files.iter().all(|(p, why)| p.extension().unwrap() == "xml" && why.contains("not an NCCL debug log")));
 }
+
+/// `split_line`'s fast path (one prefix at the line start) must give exactly
+/// what the general colon scan gives, on every line of every real log.
+#[test]
+fn fast_and_general_prefix_paths_agree() {
+    use commlens_ingest::nccl_log::prefix::{split_line, split_line_scan, KnownHosts};
+    let Some(dir) = common::shared_dir("nccl-logs") else { return };
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let (mut h1, mut h2) = (KnownHosts::default(), KnownHosts::default());
+        let (mut o1, mut o2) = (Vec::new(), Vec::new());
+        for (i, line) in data.split(|&b| b == b'\n').enumerate() {
+            let a = split_line(line, &mut h1, &mut o1);
+            let b = split_line_scan(line, &mut h2, &mut o2);
+            assert!(a == b && o1 == o2, "{}:{}", path.display(), i + 1);
+        }
+    }
+}

@@ -10,6 +10,9 @@
 
 use crate::bytes::{dec_u64, float, is_host_byte};
 use memchr::memmem;
+use std::sync::LazyLock;
+
+static NCCL_FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b" NCCL "));
 use std::ops::Range;
 
 /// NCCL's debug levels as printed after `NCCL `.
@@ -41,7 +44,7 @@ pub struct Segment {
 /// Host names seen so far, by pid, used to undo fused host names.
 #[derive(Default)]
 pub struct KnownHosts {
-    by_pid: std::collections::HashMap<u32, Vec<Box<[u8]>>>,
+    by_pid: rustc_hash::FxHashMap<u32, Vec<Box<[u8]>>>,
 }
 
 impl KnownHosts {
@@ -74,6 +77,22 @@ struct Candidate {
 /// Finds all prefixes in `line`, appending segments to `out` (cleared first).
 /// Returns the end of the text before the first segment (`line[..head_end]`).
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    out.clear();
+    // Fast path, the common case: one prefix at the start of the line (after
+    // an optional epoch timestamp) and no second `NCCL ` after it. Every
+    // segment needs ` NCCL LEVEL`, so without a second ` NCCL ` there is no
+    // second segment and the colon scan below would find the same thing.
+    if let Some(seg) = single_prefix_at_start(line, hosts) {
+        if NCCL_FINDER.find(&line[seg.msg.start..]).is_none() {
+            out.push(seg);
+            return 0;
+        }
+    }
+    split_line_scan(line, hosts, out)
+}
+
+/// The general path of [`split_line`]: every `:` is a possible prefix.
+pub fn split_line_scan(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
     let mut cands: [Option<Candidate>; 32] = [None; 32];
     let mut n = 0;
@@ -116,6 +135,49 @@ pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -
         head_end = line.len();
     }
     head_end
+}
+
+/// The prefix at the very start of `line` (after an optional `%s.%6f `
+/// timestamp), when the host is one already known for its pid or the line
+/// starts cleanly.
+#[inline]
+fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment> {
+    let mut start = 0;
+    if line.first().is_some_and(u8::is_ascii_digit) {
+        // Possibly `1766081276.802766 host:…`.
+        let sp = line.iter().take(24).position(|&b| b == b' ')?;
+        start = sp + 1;
+    }
+    let colon = start + line[start..].iter().take(256).position(|&b| !is_host_byte(b))?;
+    if colon == start || line[colon] != b':' || !line[start].is_ascii_alphanumeric() {
+        return None;
+    }
+    let c = candidate_at(line, colon)?;
+    if c.host_start != start {
+        return None;
+    }
+    let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
+    // The `NCCL` found must not belong to a second prefix (`a:1:1 b:2:2 NCCL CALL`).
+    if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some()) {
+        return None;
+    }
+    if hosts.resolve(&line[c.host_start..c.host_end], c.pid) != 0 {
+        return None;
+    }
+    let (ts_ns, seg_start) = timestamp_before(line, c.host_start);
+    if seg_start != 0 {
+        return None;
+    }
+    Some(Segment {
+        host: c.host_start..c.host_end,
+        pid: c.pid,
+        tid: c.tid,
+        dev,
+        level,
+        ts_ns,
+        msg: msg_start..line.len(),
+        cut: false,
+    })
 }
 
 /// Whether `text` holds a `host:pid:tid ` prefix that was cut before its
@@ -181,7 +243,7 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     let at = if line[p..].starts_with(b"NCCL ") {
         p
     } else {
-        p + memmem::find(&line[p..window_end], b" NCCL ")? + 1
+        p + NCCL_FINDER.find(&line[p..window_end])? + 1
     };
     let lv = at + 5;
     let (level, len) = match line.get(lv..) {

@@ -17,7 +17,8 @@ use super::topo::{TopoLine, TopoParser};
 use crate::bytes::sample;
 use commlens_core::model::{CommMember, Device, DevIdx, ProcIdx, Process};
 use commlens_core::{CollOp, CommIdx, DataType, NcclVersion, OpTable, RedOp};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 
 const MAX_PENDING: usize = 1024;
 const SAMPLE_CHARS: usize = 200;
@@ -90,7 +91,7 @@ impl LogParser {
             table: OpTable::default(),
             report: ReadReport::default(),
             hosts: KnownHosts::default(),
-            proc_index: HashMap::new(),
+            proc_index: HashMap::default(),
             procs: Vec::new(),
             last_proc: None,
             bare_version: None,
@@ -209,10 +210,13 @@ impl LogParser {
     }
 
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        if ops::parse_call(msg).is_some() {
+        if is_call_syntax(msg) {
             self.report.call_lines += 1;
-            let args = if seg.cut { None } else { ops::parse_call_args(msg) };
-            self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
+            let waiting = self.procs[proc.ix()].threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
+            if waiting {
+                let args = if seg.cut { None } else { ops::parse_call_args(msg) };
+                self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
+            }
         } else if seg.cut {
             self.resolve_broken(proc, seg.tid, None, sink);
             // counted as broken already
@@ -286,7 +290,7 @@ impl LogParser {
                 return;
             }
         }
-        if seg.level == Level::Trace && ops::parse_call(msg).is_some() {
+        if seg.level == Level::Trace && is_call_syntax(msg) {
             return self.call_line(proc, msg, seg, line_no, sink);
         }
         self.report.unknown.add(&message_kind(msg), line_no, || sample(msg, SAMPLE_CHARS));
@@ -607,6 +611,12 @@ fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
         }
         ChannelLine::RingNeighbors => {}
     }
+}
+
+/// `ncclX(…)`: cheap shape check of an API call line.
+#[inline]
+fn is_call_syntax(msg: &[u8]) -> bool {
+    msg.starts_with(b"nccl") && msg.last() == Some(&b')') && memchr::memchr(b'(', msg).is_some()
 }
 
 /// `gdr114:8427` or `stone:2984736:29847`: the start of a prefix whose rest
