@@ -48,6 +48,11 @@ pub fn is_op_line(msg: &[u8]) -> Option<usize> {
 /// Parses an opCount line. With `partial`, missing fields after `comm` are
 /// tolerated (the line was cut by another writer).
 pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, OpLineError> {
+    if !partial {
+        if let Some(op) = parse_op_canonical(msg, colon) {
+            return Ok(op);
+        }
+    }
     let (op, last_ok) = parse_op_fields(msg, colon, partial)?;
     if let Some(missing) = op.missing_required() {
         return Err(OpLineError::Field(missing));
@@ -56,6 +61,54 @@ pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, 
         return Err(OpLineError::Field("stream"));
     }
     Ok(op)
+}
+
+/// Fast path for the field order every NCCL from 2.7 to 2.28 prints:
+/// `opCount sendbuff recvbuff count datatype op root comm [nranks=N] stream`.
+/// Returns `None` on any deviation; the general parser then decides.
+fn parse_op_canonical(msg: &[u8], colon: usize) -> Option<OpLine> {
+    let kind = OpKind::from_name(&msg[..colon])?;
+    let mut p = colon + 1;
+    let op_count = hex_u64(take_field(msg, &mut p, b"opCount")?)?;
+    let sendbuff = pointer(take_field(msg, &mut p, b"sendbuff")?)?;
+    let recvbuff = pointer(take_field(msg, &mut p, b"recvbuff")?)?;
+    let count = dec_u64(take_field(msg, &mut p, b"count")?)?;
+    let datatype = dec_i64(take_field(msg, &mut p, b"datatype")?)?;
+    let redop = dec_i64(take_field(msg, &mut p, b"op")?)?;
+    let root = dec_i64(take_field(msg, &mut p, b"root")?)?;
+    let comm = pointer(take_field(msg, &mut p, b"comm")?)?;
+    let mut nranks = None;
+    if msg[p..].starts_with(b" [nranks=") {
+        let close = memchr::memchr(b']', &msg[p..])? + p;
+        nranks = Some(u32::try_from(dec_u64(&msg[p + 9..close])?).ok()?);
+        p = close + 1;
+    }
+    let stream = pointer(take_field(msg, &mut p, b"stream")?)?;
+    if p != msg.len() {
+        return None;
+    }
+    Some(OpLine {
+        kind: Some(kind),
+        op_count: Some(op_count),
+        sendbuff: Some(sendbuff),
+        recvbuff: Some(recvbuff),
+        count: Some(count),
+        datatype: Some(datatype),
+        redop: Some(redop),
+        root: Some(root),
+        comm: Some(comm),
+        nranks,
+        stream: Some(stream),
+    })
+}
+
+/// ` key value` at `*p`: returns the value and moves `*p` past it.
+#[inline]
+fn take_field<'a>(msg: &'a [u8], p: &mut usize, key: &[u8]) -> Option<&'a [u8]> {
+    let rest = msg.get(*p..)?.strip_prefix(b" ")?.strip_prefix(key)?.strip_prefix(b" ")?;
+    let len = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+    *p = msg.len() - rest.len() + len;
+    Some(&rest[..len])
 }
 
 /// Reads whatever fields an opCount line has, stopping at the first malformed
@@ -308,6 +361,24 @@ mod tests {
         assert_eq!(op.comm, Some(0x55b6aa64a990));
         assert_eq!(op.nranks, Some(2));
         assert_eq!(op.stream, Some(0x55b6a98daaf0));
+    }
+
+    #[test]
+    fn fast_path_agrees_with_general_parser() {
+        let lines: [&[u8]; 4] = [
+            AR,
+            b"Send: opCount 0 sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 3 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710",
+            b"AllReduce: opCount 0 sendbuff 0x7fd9f7780000 recvbuff 0x7fd9f7780000 count 131072 datatype 6 op 0 root 0 comm 0x447b8890 stream 0x32dc6760",
+            b"Broadcast: opCount 3 sendbuff 0x1 recvbuff 0x2 count 9 datatype 0 op 0 root 1 comm 0x3 [nranks=2] stream 0x4 extra 5",
+        ];
+        for l in lines {
+            let c = is_op_line(l).unwrap();
+            let general = parse_op_fields(l, c, false).unwrap().0;
+            assert_eq!(parse_op_line(l, c, false).unwrap(), general, "{}", String::from_utf8_lossy(l));
+        }
+        // A trailing unknown field is left to the general parser.
+        assert!(parse_op_canonical(lines[3], is_op_line(lines[3]).unwrap()).is_none());
+        assert!(parse_op_canonical(AR, is_op_line(AR).unwrap()).is_some());
     }
 
     #[test]
