@@ -276,6 +276,15 @@ pub struct TuningLine {
     pub channels: Option<(u16, u16)>,
 }
 
+/// Cheap shape test: `<Name>: <spaces><digit>… Bytes -> …`.
+#[inline]
+pub fn looks_like_tuning_line(msg: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', &msg[..msg.len().min(24)]) else { return false };
+    let rest = &msg[colon + 1..];
+    let digits = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
+    rest.get(digits).is_some_and(u8::is_ascii_digit) && memchr::memmem::find(&rest[digits..rest.len().min(digits + 40)], b" Bytes -> ").is_some()
+}
+
 pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
     let colon = memchr::memchr(b':', &msg[..msg.len().min(24)])?;
     let kind = OpKind::from_name(&msg[..colon])?;

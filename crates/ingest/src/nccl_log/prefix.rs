@@ -79,11 +79,11 @@ struct Candidate {
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
     // Fast path, the common case: one prefix at the start of the line (after
-    // an optional epoch timestamp) and no second `NCCL ` after it. Every
-    // segment needs ` NCCL LEVEL`, so without a second ` NCCL ` there is no
-    // second segment and the colon scan below would find the same thing.
+    // an optional epoch timestamp) and no other `host:pid:tid ` candidate in
+    // its message, so the colon scan below would find the same single segment.
     if let Some(seg) = single_prefix_at_start(line, hosts) {
-        if NCCL_FINDER.find(&line[seg.msg.start..]).is_none() {
+        let msg = seg.msg.start;
+        if !memchr::memchr_iter(b':', &line[msg..]).any(|i| candidate_at(line, msg + i).is_some()) {
             out.push(seg);
             return 0;
         }

@@ -21,6 +21,10 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
 const MAX_PENDING: usize = 1024;
+/// A thread that queued this many operations without ever printing a tuning
+/// line (TUNING not enabled, or a version that does not print it) stops
+/// queueing, so logs without tuning lines keep no backlog at all.
+const MAX_UNTUNED: usize = 64;
 const SAMPLE_CHARS: usize = 200;
 /// Ops, tuning lines etc. that matched nothing are ignored beyond this backlog.
 const MAX_FRAGMENT: usize = 512;
@@ -44,6 +48,8 @@ impl SegInfo {
 #[derive(Default)]
 struct ThreadState {
     pending: VecDeque<CollOp>,
+    /// Whether this thread ever printed a tuning line.
+    tuning_seen: bool,
     /// An opCount line cut by another writer, waiting for the API call line
     /// NCCL prints next on this thread, which holds the lost fields.
     broken: Option<(OpLine, SegInfo)>,
@@ -262,7 +268,7 @@ impl LogParser {
             }
             return;
         }
-        if memchr::memmem::find(msg, b" Bytes -> ").is_some() {
+        if ops::looks_like_tuning_line(msg) {
             match ops::parse_tuning_line(msg) {
                 Some(t) => self.tuning_line(proc, seg.tid, &t, sink),
                 None => self.report.malformed.add("tuning", line_no, || sample(msg, SAMPLE_CHARS)),
@@ -451,12 +457,14 @@ impl LogParser {
             return sink(op);
         }
         let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
-        thread.pending.push_back(op);
-        if thread.pending.len() > MAX_PENDING {
-            if let Some(old) = thread.pending.pop_front() {
-                sink(old);
+        let cap = if thread.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
+        while thread.pending.len() >= cap {
+            match thread.pending.pop_front() {
+                Some(old) => sink(old),
+                None => break,
             }
         }
+        thread.pending.push_back(op);
     }
 
     fn make_op(&mut self, proc: ProcIdx, l: &OpLine, seg: SegInfo) -> CollOp {
@@ -517,6 +525,7 @@ impl LogParser {
     fn tuning_line(&mut self, proc: ProcIdx, tid: u32, t: &ops::TuningLine, sink: &mut dyn FnMut(CollOp)) {
         self.report.tuning_lines += 1;
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        thread.tuning_seen = true;
         let mut last_match = None;
         for (i, op) in thread.pending.iter_mut().enumerate() {
             if op.algo.is_none() && op.kind == t.kind && op.bytes == t.bytes {
