@@ -235,7 +235,7 @@ impl StatsReport {
                     }
                 }
                 let mut mix: Vec<(OpKind, u64)> = mix.into_iter().collect();
-                mix.sort_by(|x, y| y.1.cmp(&x.1));
+                mix.sort_by_key(|x| std::cmp::Reverse(x.1));
                 CommRow {
                     name: l.name.clone(),
                     comm_id: l.comm_id.map(|id| format!("{id:#018x}")),

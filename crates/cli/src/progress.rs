@@ -1,6 +1,7 @@
 //! A byte-based progress bar on stderr, shown only on a terminal and only for
 //! inputs large enough to take a moment.
 
+use commlens_ingest::nccl_log::ProgressFn;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -23,7 +24,7 @@ fn total_bytes(paths: &[PathBuf]) -> u64 {
 }
 
 /// Returns the callback to give the readers, and the bar to finish.
-pub fn for_inputs(paths: &[PathBuf]) -> (Option<Arc<dyn Fn(u64) + Send + Sync>>, Option<ProgressBar>) {
+pub fn for_inputs(paths: &[PathBuf]) -> (Option<ProgressFn>, Option<ProgressBar>) {
     let total = total_bytes(paths);
     if total < SHOW_ABOVE_BYTES || !std::io::stderr().is_terminal() {
         return (None, None);
@@ -35,6 +36,6 @@ pub fn for_inputs(paths: &[PathBuf]) -> (Option<Arc<dyn Fn(u64) + Send + Sync>>,
             .progress_chars("=> "),
     );
     let b = bar.clone();
-    let cb: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |delta: u64| b.inc(delta));
+    let cb: ProgressFn = Arc::new(move |delta: u64| b.inc(delta));
     (Some(cb), Some(bar))
 }

@@ -155,7 +155,7 @@ impl DataType {
     /// (10, 11) since 2.24 (nccl.h; the fp8 cut-over is unverified). With no
     /// version known, the newest enum is assumed.
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> DataType {
-        let newer_than = |maj, min| version.map_or(true, |ver| ver >= NcclVersion::new(maj, min, 0));
+        let newer_than = |maj, min| version.is_none_or(|ver| ver >= NcclVersion::new(maj, min, 0));
         match v {
             0 => DataType::Int8,
             1 => DataType::Uint8,
@@ -249,7 +249,7 @@ pub enum RedOp {
 
 impl RedOp {
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> RedOp {
-        let has_avg = version.map_or(true, |ver| ver >= NcclVersion::new(2, 10, 0));
+        let has_avg = version.is_none_or(|ver| ver >= NcclVersion::new(2, 10, 0));
         let num_builtin = if has_avg { 5 } else { 4 };
         let v32 = v.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
         match v {

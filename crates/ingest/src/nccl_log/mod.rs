@@ -26,6 +26,9 @@ use commlens_core::{CollOp, OpTable};
 use std::io::Read;
 use std::path::Path;
 
+/// Progress callback: receives byte deltas (see [`ReadOptions::progress`]).
+pub type ProgressFn = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+
 /// Options for reading one log.
 #[derive(Clone)]
 pub struct ReadOptions {
@@ -35,7 +38,7 @@ pub struct ReadOptions {
     pub sniff_lines: u64,
     /// Called with the number of bytes read since its previous call, about
     /// every 4 MiB (the deltas of one file add up to its size).
-    pub progress: Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>,
+    pub progress: Option<ProgressFn>,
 }
 
 impl Default for ReadOptions {

@@ -201,8 +201,8 @@ impl OpLine {
             || !agree(self.recvbuff, call.recvbuff)
             || !agree(self.count, call.count)
             || !agree(self.comm, call.comm)
-            || !self.datatype.is_none_or(|d| d == call.datatype)
-            || !self.root.is_none_or(|r| r == call.root)
+            || self.datatype.is_some_and(|d| d != call.datatype)
+            || self.root.is_some_and(|r| r != call.root)
         {
             return false;
         }

@@ -1,0 +1,102 @@
+//! The binary end to end: demo, stats in every format, topo, and errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn commlens(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_commlens")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Splits one CSV record (RFC 4180 quoting).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(String::new()),
+            c => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
+}
+
+fn demo_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("commlens-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = commlens(&["demo", "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Ranks") && out.contains("Communicator bottlenecks"), "{out}");
+    dir
+}
+
+#[test]
+fn demo_then_stats_in_all_formats() {
+    let dir = demo_dir("formats");
+    let d = dir.to_str().unwrap();
+
+    let (code, out, err) = commlens(&["stats", d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("read 4 files"), "{err}");
+    assert!(out.contains("world") && out.contains("AllReduce"));
+
+    let (code, csv, _) = commlens(&["stats", d, "--format", "csv"]);
+    assert_eq!(code, 0);
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("rank,host,pid,cuda_dev,communicator"));
+    let ops: u64 = lines.map(|l| csv_fields(l)[8].parse::<u64>().unwrap()).sum();
+    assert_eq!(ops, 496, "the default run's 112+112+136+136 operations");
+
+    let (code, json, _) = commlens(&["stats", d, "--format", "json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["stats"]["total_ops"], 496);
+    assert_eq!(v["stats"]["ranks"].as_array().unwrap().len(), 4);
+
+    let (code, topo, _) = commlens(&["topo", d, "--format", "json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&topo).unwrap();
+    assert_eq!(v["topologies"][0]["host"], "node00");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn errors_name_the_file_and_fail() {
+    let dir = std::env::temp_dir().join(format!("commlens-cli-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("notes.txt");
+    std::fs::write(&f, "hello\nthis is not a log\n").unwrap();
+    let (code, out, err) = commlens(&["stats", f.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(out.is_empty());
+    assert!(err.contains("notes.txt") && err.contains("not an NCCL debug log"), "{err}");
+
+    let (code, _, err) = commlens(&["stats", dir.join("missing.log").to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("missing.log"), "{err}");
+
+    // A log without topology: `topo` says what is missing instead of printing nothing.
+    let log = dir.join("ops.log");
+    std::fs::write(
+        &log,
+        "h:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0x10 [nranks=2] stream 0x3\n",
+    )
+    .unwrap();
+    let (code, out, err) = commlens(&["topo", log.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(out.is_empty() && err.contains("no topology"), "{err}");
+    let (code, out, _) = commlens(&["stats", log.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("16 B"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
