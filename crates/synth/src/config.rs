@@ -5,6 +5,7 @@
 //! decides which version-dependent line forms are written (see its methods for the evidence
 //! behind each gate).
 
+pub use commlens_core::NcclVersion;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -181,7 +182,7 @@ impl RunConfig {
             ));
         }
         cuda_driver_version(&self.cuda_version)?;
-        NcclVersion::parse(&self.nccl_version)
+        parse_version(&self.nccl_version)
     }
 }
 
@@ -210,90 +211,81 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Parsed NCCL version with the gates for version-dependent line forms.
+/// Version gates for version-dependent line forms, on the project's
+/// [`NcclVersion`] (from `commlens-core`).
 ///
 /// Evidence: the real logs under `shared/data/real/nccl-logs` (2.16.5, 2.18.1, 2.20.5, 2.26.x,
 /// 2.27.7, 2.28.9). Gates between two sampled versions are placed at the newer sample unless
 /// the NCCL release notes say otherwise (runtime connection: 2.22).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct NcclVersion {
-    /// Major (2).
-    pub major: u32,
-    /// Minor (27).
-    pub minor: u32,
-    /// Patch (7).
-    pub patch: u32,
-}
-
-impl NcclVersion {
-    /// Parses `"2.27.7"` (extra components such as `"2.28.9.1"` are ignored).
-    pub fn parse(s: &str) -> Result<Self, ConfigError> {
-        let parts: Vec<Option<u32>> = s.split('.').map(|p| p.parse().ok()).collect();
-        match parts.as_slice() {
-            [Some(a), Some(b), Some(c), ..] if *a == 2 && *b >= 12 => Ok(NcclVersion {
-                major: *a,
-                minor: *b,
-                patch: *c,
-            }),
-            _ => Err(ConfigError(format!(
-                "bad nccl_version {s:?}, expected 2.<minor>.<patch> with minor >= 12"
-            ))),
-        }
-    }
-
-    fn at_least(&self, minor: u32) -> bool {
-        self.major > 2 || (self.major == 2 && self.minor >= minor)
-    }
-
+pub trait LogFormat {
+    /// Whether this version is at least 2.`minor`.
+    fn at_least(&self, minor: u16) -> bool;
     /// `[nranks=N]` after the comm pointer of op lines (seen in 2.26.6, 2.27.7, 2.28.9).
-    pub fn nranks_field(&self) -> bool {
+    fn nranks_field(&self) -> bool {
         self.at_least(26)
     }
 
     /// Init lines start with the API name (`ncclCommInitRankConfig comm ...`): 2.26+.
-    pub fn init_api_prefix(&self) -> bool {
+    fn init_api_prefix(&self) -> bool {
         self.at_least(26)
     }
 
     /// Ring connections are made at the first collective (NCCL_RUNTIME_CONNECT, 2.22+),
     /// not during init.
-    pub fn runtime_connect(&self) -> bool {
+    fn runtime_connect(&self) -> bool {
         self.at_least(22)
     }
 
     /// `Connected all rings, use ring PXN 0 GDR 1` instead of `Connected all rings` (2.26+).
-    pub fn ring_pxn_suffix(&self) -> bool {
+    fn ring_pxn_suffix(&self) -> bool {
         self.at_least(26)
     }
 
     /// The channel summary has a non-zero collnet count (2.26+); before, `0 collnet channels`.
-    pub fn collnet_count(&self) -> bool {
+    fn collnet_count(&self) -> bool {
         self.at_least(26)
     }
 
     /// The channel summary names collnet channels at all (2.19+).
-    pub fn collnet_field(&self) -> bool {
+    fn collnet_field(&self) -> bool {
         self.at_least(19)
     }
 
     /// `MNNVL 0` at the end of the rank-layout line (2.20+).
-    pub fn mnnvl_field(&self) -> bool {
+    fn mnnvl_field(&self) -> bool {
         self.at_least(20)
     }
 
     /// `Bootstrap: Using` (2.27) rather than `Bootstrap : Using` (older).
-    pub fn bootstrap_colon_style(&self) -> bool {
+    fn bootstrap_colon_style(&self) -> bool {
         self.at_least(27)
     }
 
     /// `Init timings - ...` and `Bootstrap timings ...` lines (2.26+, seen in 2.27.7/2.28.9).
-    pub fn init_timings(&self) -> bool {
+    fn init_timings(&self) -> bool {
         self.at_least(26)
     }
 
     /// `NET[..] - NET/0-0 (0/0/0/25.000000)` suffix in the topology dump (2.28).
-    pub fn net_node_suffix(&self) -> bool {
+    fn net_node_suffix(&self) -> bool {
         self.at_least(28)
+    }
+}
+
+impl LogFormat for NcclVersion {
+    fn at_least(&self, minor: u16) -> bool {
+        self.major > 2 || (self.major == 2 && self.minor >= minor)
+    }
+}
+
+/// Parses `"2.27.7"` (extra components such as `"2.28.9.1"` are ignored);
+/// the generator knows the line forms of 2.12 and later.
+pub fn parse_version(s: &str) -> Result<NcclVersion, ConfigError> {
+    let parts: Vec<&str> = s.split('.').collect();
+    let v = if parts.len() >= 3 { NcclVersion::parse(parts[..3].join(".").as_bytes()) } else { None };
+    match v {
+        Some(v) if v.major == 2 && v.minor >= 12 && parts[2].parse::<u16>().is_ok() => Ok(v),
+        _ => Err(ConfigError(format!("bad nccl_version {s:?}, expected 2.<minor>.<patch> with minor >= 12"))),
     }
 }
 
@@ -349,9 +341,9 @@ mod tests {
 
     #[test]
     fn version_gates() {
-        let v = NcclVersion::parse("2.28.9.1").unwrap();
+        let v = parse_version("2.28.9.1").unwrap();
         assert!(v.nranks_field() && v.net_node_suffix());
-        let old = NcclVersion::parse("2.20.5").unwrap();
+        let old = parse_version("2.20.5").unwrap();
         assert!(!old.nranks_field() && !old.runtime_connect() && old.mnnvl_field());
     }
 }

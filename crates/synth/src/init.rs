@@ -11,7 +11,7 @@
 //! Ring of channel `c`: comm ranks in order, reversed on odd channels when there are more than
 //! two ranks. Trees are chains along the ring order, reversed every `channels / 4` channels.
 
-use crate::config::NcclVersion;
+use crate::config::{LogFormat, NcclVersion};
 use crate::layout::{Comm, Layout};
 use crate::topo;
 

@@ -32,7 +32,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, NcclVersion, RunConfig, Schedule};
+pub use config::{parse_version, ConfigError, LogFormat, NcclVersion, RunConfig, Schedule};
 pub use rng::SplitMix64;
 pub use truth::{BrokenLine, CombinedTruth, CommTruth, OpTruth, RankTruth, Truth};
 

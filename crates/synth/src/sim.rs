@@ -12,7 +12,7 @@
 //! groups (Megatron synchronises after `batch_isend_irecv`; matching Send/Recv). So the same
 //! collective has close enqueue times on all members, and pipeline bubbles show in the clocks.
 
-use crate::config::{NcclVersion, RunConfig};
+use crate::config::{LogFormat, NcclVersion, RunConfig};
 use crate::init::{self, InitTiming};
 use crate::layout::Layout;
 use crate::rng::{mix64, SplitMix64};
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn op_line_format() {
-        let v = NcclVersion::parse("2.27.7").unwrap();
+        let v = crate::config::parse_version("2.27.7").unwrap();
         let t = op_text(
             &v,
             "Send",

@@ -10,7 +10,7 @@
 //! bigger nodes an NVSwitch (`NVL[240.0] - NVS/0-0`). Every node has one 200 Gb/s InfiniBand
 //! NIC `mlx5_0` (`NET[25.0]`) behind PCIe Gen4 x16 (`PCI[24.0]`).
 
-use crate::config::{NcclVersion, RunConfig};
+use crate::config::{LogFormat, NcclVersion, RunConfig};
 use crate::layout::{Comm, Layout, Proc, NIC_BUS_ID};
 
 /// PCIe bandwidth NCCL assumes for Gen4 x16 (GB/s).
