@@ -109,8 +109,20 @@ pub fn tokens(s: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Whether `b` may appear in a host name as NCCL prints it.
 #[inline]
 pub fn is_host_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
+    HOST_BYTE[b as usize]
 }
+
+/// Lookup table for [`is_host_byte`]: letters, digits, `-`, `_`, `.`.
+static HOST_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
+        i += 1;
+    }
+    t
+};
 
 /// Shortens bytes for a human-readable sample (lossy UTF-8, at most `max` chars).
 pub fn sample(s: &[u8], max: usize) -> String {

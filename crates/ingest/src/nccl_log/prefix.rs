@@ -148,14 +148,7 @@ fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment
         let sp = line.iter().take(24).position(|&b| b == b' ')?;
         start = sp + 1;
     }
-    let colon = start + line[start..].iter().take(256).position(|&b| !is_host_byte(b))?;
-    if colon == start || line[colon] != b':' || !line[start].is_ascii_alphanumeric() {
-        return None;
-    }
-    let c = candidate_at(line, colon)?;
-    if c.host_start != start {
-        return None;
-    }
+    let c = prefix_forward(line, start)?;
     let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
     // The `NCCL` found must not belong to a second prefix (`a:1:1 b:2:2 NCCL CALL`).
     if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some()) {
@@ -178,6 +171,42 @@ fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment
         msg: msg_start..line.len(),
         cut: false,
     })
+}
+
+/// `host:pid:tid ` read forwards from `start` (one pass, no walk-back).
+#[inline]
+fn prefix_forward(line: &[u8], start: usize) -> Option<Candidate> {
+    if !line.get(start)?.is_ascii_alphanumeric() {
+        return None;
+    }
+    let mut i = start + 1;
+    while i < line.len() && is_host_byte(line[i]) {
+        i += 1;
+    }
+    if line.get(i) != Some(&b':') || i - start > 255 {
+        return None;
+    }
+    let host_end = i;
+    let num = |i: &mut usize, end: u8| -> Option<u32> {
+        let first = *i;
+        let mut v: u64 = 0;
+        while *i < line.len() && line[*i].is_ascii_digit() {
+            v = v * 10 + (line[*i] - b'0') as u64;
+            *i += 1;
+            if *i - first > 10 {
+                return None;
+            }
+        }
+        if *i == first || line.get(*i) != Some(&end) {
+            return None;
+        }
+        *i += 1;
+        u32::try_from(v).ok()
+    };
+    i += 1;
+    let pid = num(&mut i, b':')?;
+    let tid = num(&mut i, b' ')?;
+    Some(Candidate { host_start: start, host_end, pid, tid, after: i })
 }
 
 /// Whether `text` holds a `host:pid:tid ` prefix that was cut before its

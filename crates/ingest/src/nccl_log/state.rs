@@ -63,6 +63,10 @@ struct ThreadState {
 
 #[derive(Default)]
 struct ProcState {
+    /// Threads inside a topology dump, and threads holding a broken op line:
+    /// when both are zero, most lines need no per-thread lookup at all.
+    threads_in_topo: u32,
+    threads_with_broken: u32,
     comms: HashMap<u64, CommIdx>,
     devices: HashMap<u32, DevIdx>,
     threads: HashMap<u32, ThreadState>,
@@ -218,7 +222,8 @@ impl LogParser {
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         if is_call_syntax(msg) {
             self.report.call_lines += 1;
-            let waiting = self.procs[proc.ix()].threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
+            let ps = &self.procs[proc.ix()];
+            let waiting = ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
             if waiting {
                 let args = if seg.cut { None } else { ops::parse_call_args(msg) };
                 self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
@@ -235,25 +240,26 @@ impl LogParser {
         // Topology dumps span many lines of one thread.
         // `CPU/` also starts a block whose header another writer destroyed.
         let starts_topo = msg.starts_with(b"=== System") || msg.starts_with(b"CPU/");
-        let thread = self.procs[proc.ix()].threads.entry(seg.tid).or_default();
-        if starts_topo || thread.in_topo {
-            let parser = thread.topo.get_or_insert_with(TopoParser::new);
-            match parser.feed(msg) {
-                TopoLine::Consumed => {
-                    thread.in_topo = true;
+        let ps = &mut self.procs[proc.ix()];
+        if starts_topo || ps.threads_in_topo > 0 {
+            let thread = ps.threads.entry(seg.tid).or_default();
+            if starts_topo || thread.in_topo {
+                let was = thread.in_topo;
+                let parser = thread.topo.get_or_insert_with(TopoParser::new);
+                let result = parser.feed(msg);
+                // BlockDone: the line that closed the old block opened a new one.
+                thread.in_topo = result != TopoLine::NotTopology;
+                match (was, thread.in_topo) {
+                    (false, true) => ps.threads_in_topo += 1,
+                    (true, false) => ps.threads_in_topo -= 1,
+                    _ => {}
+                }
+                if result != TopoLine::Consumed {
+                    self.collect_topology(proc, seg.tid);
+                }
+                if result != TopoLine::NotTopology {
                     self.report.topology_lines += 1;
                     return;
-                }
-                TopoLine::BlockDone => {
-                    // The line that closed the old block opened a new one.
-                    thread.in_topo = true;
-                    self.report.topology_lines += 1;
-                    self.collect_topology(proc, seg.tid);
-                    return;
-                }
-                TopoLine::NotTopology => {
-                    thread.in_topo = false;
-                    self.collect_topology(proc, seg.tid);
                 }
             }
         }
@@ -406,8 +412,9 @@ impl LogParser {
             match ops::parse_op_fields(msg, colon, true) {
                 Ok((fields, _)) => {
                     self.resolve_broken(proc, seg.tid, None, sink);
-                    let thread = self.procs[proc.ix()].threads.entry(seg.tid).or_default();
-                    thread.broken = Some((fields, info));
+                    let ps = &mut self.procs[proc.ix()];
+                    ps.threads.entry(seg.tid).or_default().broken = Some((fields, info));
+                    ps.threads_with_broken += 1;
                 }
                 Err(_) => self.report.broken_unrecovered += 1,
             }
@@ -434,8 +441,13 @@ impl LogParser {
     /// Settles a thread's broken opCount line: completed by `call` when it
     /// matches, kept as it is when it has the required fields, lost otherwise.
     fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
-        let Some(thread) = self.procs[proc.ix()].threads.get_mut(&tid) else { return };
+        let ps = &mut self.procs[proc.ix()];
+        if ps.threads_with_broken == 0 {
+            return;
+        }
+        let Some(thread) = ps.threads.get_mut(&tid) else { return };
         let Some((mut fields, info)) = thread.broken.take() else { return };
+        ps.threads_with_broken -= 1;
         if let Some(call) = call {
             fields.fill_from_call(call);
         }
