@@ -130,6 +130,9 @@ struct Block {
     stack: Vec<(i64, Option<usize>)>,
     /// Source of the current `Paths from X :` group.
     path_src: Option<usize>,
+    /// (from, to) of the paths already in `topo.paths`: keeps deduplication
+    /// linear in the number of path entries.
+    path_keys: rustc_hash::FxHashSet<(usize, usize)>,
 }
 
 /// Result of one line inside an open block.
@@ -244,12 +247,20 @@ impl TopoParser {
 }
 
 impl Block {
+    /// Keeps the first path per (from, to): 2.28 repeats NET nodes and their paths.
+    fn add_path(&mut self, p: TopoPath) {
+        if self.path_keys.insert((p.from, p.to)) {
+            self.topo.paths.push(p);
+        }
+    }
+
     fn new(topo: Topology) -> Block {
         Block {
             topo,
             in_paths: false,
             stack: Vec::new(),
             path_src: None,
+            path_keys: Default::default(),
         }
     }
 
@@ -392,8 +403,7 @@ impl Block {
             match parse_path_entry(s) {
                 Some((target, hops, bw, kind, rest)) => {
                     let to = self.topo.node(target.kind, target.id);
-                    add_path(
-                        &mut self.topo,
+                    self.add_path(
                         TopoPath {
                             from,
                             to,
@@ -463,8 +473,7 @@ impl Block {
             Some(r) => (self.topo.node(r.kind, r.id), class.kind()),
             None => (from, LinkKind::Loc),
         };
-        add_path(
-            &mut self.topo,
+        self.add_path(
             TopoPath {
                 from,
                 to,
@@ -541,11 +550,7 @@ impl PathClass {
 }
 
 /// Adds a path unless one with the same ends is already there (the first printed wins).
-fn add_path(topo: &mut Topology, p: TopoPath) {
-    if !topo.paths.iter().any(|q| q.from == p.from && q.to == p.to) {
-        topo.paths.push(p);
-    }
-}
+
 
 // ---------------------------------------------------------------------------------
 // Byte-level pieces. Every function takes a slice and returns sub-slices; none indexes
