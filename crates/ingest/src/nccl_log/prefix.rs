@@ -435,6 +435,21 @@ mod tests {
     }
 
     #[test]
+    fn launcher_prefixes_before_the_host() {
+        // `srun -l` task labels and bracketed date timestamps stay in the head.
+        for (line, head) in [
+            ("0: nid001:4242:4242 [0] NCCL INFO AllReduce: opCount 0", "0: "),
+            ("12: nid001:4242:4250 NCCL CALL ncclGroupEnd()", "12: "),
+            ("[2025-01-15 12:34:56] h1:7:7 [3] NCCL WARN Cuda failure", "[2025-01-15 12:34:56] "),
+        ] {
+            let (h, s) = split(line);
+            assert_eq!(h, head, "{line}");
+            assert_eq!(s.len(), 1, "{line}");
+            assert!(!s[0].6);
+        }
+    }
+
+    #[test]
     fn program_output_before_prefix() {
         let (head, s) = split(
             "TimeTest(), common.cu:610,            0             0     float    none      -1gdr114:842735:842735 [0] ncclEnqueueCheck, 2306 NCCL INFO AllGather: opCount 5",
