@@ -90,6 +90,10 @@ pub fn stats_tables(r: &StatsReport) -> Vec<Table> {
         row.push("#".repeat(((s.total * 30).div_ceil(max_total)) as usize));
         sizes.row(row);
     }
+    if r.total_ops == 0 {
+        // Operation and size tables would be empty headers.
+        return vec![ranks, comms];
+    }
     vec![ranks, comms, ops, sizes]
 }
 

@@ -119,18 +119,28 @@ impl ReadReport {
 pub fn message_kind(msg: &[u8]) -> String {
     let (first, _) = crate::bytes::next_token(msg);
     let first = first.strip_suffix(b":").unwrap_or(first);
-    let mut out = String::with_capacity(first.len().min(32));
-    let mut last_digit = false;
-    for &b in first.iter().take(32) {
+    let first = &first[..first.len().min(32)];
+    let all_digits = !first.is_empty() && first.iter().all(u8::is_ascii_digit);
+    let mut out = String::with_capacity(first.len());
+    let mut i = 0;
+    while i < first.len() {
+        let b = first[i];
         if b.is_ascii_digit() {
-            if !last_digit {
+            let run = first[i..].iter().take_while(|d| d.is_ascii_digit()).count();
+            // Numbers (line numbers, ids) fold; a digit inside a word (`P2P`) stays.
+            if run >= 2 || all_digits {
                 out.push('#');
+            } else {
+                out.push(b as char);
             }
-            last_digit = true;
+            if run >= 2 || all_digits {
+                i += run;
+                continue;
+            }
         } else {
-            last_digit = false;
             out.push(if b.is_ascii_graphic() { b as char } else { '?' });
         }
+        i += 1;
     }
     if out.is_empty() {
         out.push_str("(empty)");
@@ -149,6 +159,8 @@ mod tests {
         assert_eq!(message_kind(b"Connected all rings"), "Connected");
         assert_eq!(message_kind(b""), "(empty)");
         assert_eq!(message_kind(b"  0 : GPU/0-17000"), "#");
+        assert_eq!(message_kind(b"P2P Chunksize set to 131072"), "P2P");
+        assert_eq!(message_kind(b"transport/net_ib.cc:1234 x"), "transport/net_ib.cc:#");
     }
 
     #[test]
