@@ -39,16 +39,31 @@ pub fn hex_u64(s: &[u8]) -> Option<u64> {
     }
     let mut v: u64 = 0;
     for &b in s {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            _ => return None,
-        };
+        let d = HEX_DIGIT[b as usize];
+        if d > 15 {
+            return None;
+        }
         v = (v << 4) | d as u64;
     }
     Some(v)
 }
+
+/// Value of a hex digit, or 0xff.
+static HEX_DIGIT: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Parses a pointer as NCCL prints it: `0x7f1fd2c00000`, or `(nil)` for NULL.
 /// Requires the `0x` prefix so that a number cut by interleaving (`9`) is rejected.

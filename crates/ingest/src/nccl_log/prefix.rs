@@ -83,7 +83,10 @@ pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -
     // its message, so the colon scan below would find the same single segment.
     if let Some(seg) = single_prefix_at_start(line, hosts) {
         let msg = seg.msg.start;
-        if !memchr::memchr_iter(b':', &line[msg..]).any(|i| candidate_at(line, msg + i).is_some()) {
+        // A second segment needs `NCCL`: without an `N` no colon scan is needed.
+        let second = memchr::memchr(b'N', &line[msg..]).is_some()
+            && memchr::memchr_iter(b':', &line[msg..]).any(|i| candidate_at(line, msg + i).is_some());
+        if !second {
             out.push(seg);
             return 0;
         }
