@@ -8,4 +8,5 @@
 //!   (thesis eq. 4.12), from the topology NCCL printed.
 
 pub mod bottleneck;
+pub mod hang;
 pub mod stats;

@@ -47,6 +47,18 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Merges per-rank in-flight dumps (from the commlens plugin) and names the
+    /// first stalled collective, the ranks that never entered it, and a verdict.
+    Hang {
+        /// Dump files or folders.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// An operation running for less than this on every member counts as still running.
+        #[arg(long, default_value_t = 10_000)]
+        still_running_ms: u64,
+    },
     /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
     /// and runs `stats` and `topo` on it.
     Demo {
@@ -61,6 +73,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
+        Command::Hang { inputs, format, still_running_ms } => cmd::hang::run(&inputs, format, still_running_ms),
         Command::Demo { out } => cmd::demo::run(out),
     };
     match result {

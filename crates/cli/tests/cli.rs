@@ -100,3 +100,56 @@ fn errors_name_the_file_and_fail() {
     assert!(out.contains("16 B"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Dumps of a 4-rank TP group where rank 3 never entered AllReduce seq 7, and
+/// of a ring stuck mid-way where rank 2 has the least progress.
+#[test]
+fn hang_names_the_collective_and_the_rank() {
+    let write = |dir: &std::path::Path, r: u32, current: serde_json::Value, past_to: u64| {
+        let past: Vec<_> = (past_to.saturating_sub(2)..past_to)
+            .map(|s| serde_json::json!({"seq": s, "op": "AllReduce", "bytes": 1024}))
+            .collect();
+        let d = serde_json::json!({
+            "format": "commlens-hang", "version": 1, "host": "node0", "pid": 100 + r,
+            "global_rank": r, "time_ns": 100_000_000_000i64, "reason": "timeout",
+            "comms": [{"comm_hash": 4242, "nranks": 4, "rank": r, "desc": "TP0",
+                       "past": past, "current": current, "pending": []}]
+        });
+        std::fs::write(dir.join(format!("hang_r{r}.json")), serde_json::to_string(&d).unwrap()).unwrap();
+    };
+    let base = std::env::temp_dir().join(format!("commlens-cli-hang-{}", std::process::id()));
+    let (a, b) = (base.join("notjoined"), base.join("ring"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    for r in 0..4u32 {
+        let running = serde_json::json!([{"seq": 7, "op": "AllReduce", "bytes": 1048576, "start_ns": 1_000_000_000i64}]);
+        write(&a, r, if r == 3 { serde_json::json!([]) } else { running }, 7);
+        let progress = if r == 2 { 3 } else { 12 };
+        write(
+            &b,
+            r,
+            serde_json::json!([{"seq": 12, "op": "AllReduce", "bytes": 1048576, "start_ns": 1_000_000_000i64,
+                                "progress_done": progress, "progress_total": 16}]),
+            12,
+        );
+    }
+    let (code, out, err) = commlens(&["hang", a.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rank did not join: r3 never entered it"), "{out}");
+    assert!(out.contains("first stalled: AllReduce seq 7") && out.contains("\"TP0\""), "{out}");
+    assert!(out.contains("NEVER ENTERED"));
+    let (code, out, _) = commlens(&["hang", b.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("r2 has the least progress"), "{out}");
+    let (code, json, _) = commlens(&["hang", b.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["first_stalled"]["instance"]["seq"], 12);
+    // Not a dump: a clear error naming the file.
+    let junk = base.join("junk.json");
+    std::fs::write(&junk, "{\"traceEvents\": []}").unwrap();
+    let (code, _, err) = commlens(&["hang", junk.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("junk.json") && err.contains("commlens-hang"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+}

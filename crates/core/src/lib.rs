@@ -18,6 +18,7 @@
 
 pub mod assemble;
 pub mod enums;
+pub mod inflight;
 pub mod model;
 pub mod topo;
 

@@ -12,6 +12,8 @@ pub enum IngestError {
     Binary { path: PathBuf },
     /// No input files were found under the given paths.
     NoInputs { paths: Vec<PathBuf> },
+    /// A structured input (JSON dump, trace) does not follow its format.
+    Format { path: PathBuf, line: Option<u64>, what: String },
 }
 
 impl fmt::Display for IngestError {
@@ -33,6 +35,10 @@ impl fmt::Display for IngestError {
             IngestError::Binary { path } => {
                 write!(f, "{}: binary data (NUL bytes at the start), expected an NCCL debug log (text)", path.display())
             }
+            IngestError::Format { path, line, what } => match line {
+                Some(l) => write!(f, "{}:{l}: {what}", path.display()),
+                None => write!(f, "{}: {what}", path.display()),
+            },
             IngestError::NoInputs { paths } => {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 write!(f, "no input files found in: {}", shown.join(", "))

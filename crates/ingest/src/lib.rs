@@ -9,6 +9,7 @@
 
 pub mod bytes;
 pub mod error;
+pub mod hang_dump;
 pub mod inputs;
 pub mod lines;
 pub mod merge;

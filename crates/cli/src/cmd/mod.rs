@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod demo;
+pub mod hang;
 pub mod stats;
 pub mod topo;
 

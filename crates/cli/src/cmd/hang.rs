@@ -1,0 +1,76 @@
+//! `commlens hang DIR`: merges the ranks' in-flight dumps and names the first
+//! stalled collective, the ranks that never entered it, and a verdict.
+
+use super::CmdResult;
+use crate::Format;
+use commlens_analyze::hang::{analyze, MemberState, Verdict};
+use commlens_export::{human_bytes, Table};
+use commlens_ingest::hang_dump::read_dumps;
+use std::path::PathBuf;
+
+pub fn run(inputs: &[PathBuf], format: Format, still_running_ms: u64) -> CmdResult {
+    let (dumps, skipped) = read_dumps(inputs)?;
+    for (p, why) in &skipped {
+        eprintln!("note: skipped {}: {why}", p.display());
+    }
+    let report = analyze(&dumps, (still_running_ms as i64).saturating_mul(1_000_000));
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("read {} rank dump{}", dumps.len(), if dumps.len() == 1 { "" } else { "s" });
+    let verdict = match &report.verdict {
+        Verdict::NotHung => "not hung: nothing is running or pending in these dumps".to_string(),
+        Verdict::RankDidNotJoin { ranks } => format!("rank did not join: {} never entered it", ranks.join(", ")),
+        Verdict::StuckInside { lowest_progress: Some(r) } => {
+            format!("stuck inside NCCL: every member entered it; {r} has the least progress (stopped first)")
+        }
+        Verdict::StuckInside { lowest_progress: None } => {
+            "stuck inside NCCL: every member entered it, with equal or unknown progress".to_string()
+        }
+        Verdict::Deadlock { cycle } => {
+            let c: Vec<String> = cycle.iter().map(|i| format!("{:#x}#{}", i.comm_hash, i.seq)).collect();
+            format!("deadlock: running operations wait on each other: {}", c.join(" → "))
+        }
+        Verdict::StillRunning { longest_ns } => {
+            format!("still running: the oldest has run {:.1} ms, below the threshold", *longest_ns as f64 / 1e6)
+        }
+    };
+    println!("verdict: {verdict}");
+    if let Some(s) = &report.first_stalled {
+        println!(
+            "first stalled: {} seq {} on communicator {:#018x}{} ({} ranks, {})",
+            s.op,
+            s.instance.seq,
+            s.instance.comm_hash,
+            if s.desc.is_empty() { String::new() } else { format!(" \"{}\"", s.desc) },
+            s.nranks,
+            human_bytes(s.bytes)
+        );
+        let mut t = Table::new("", &["comm rank>", "rank", "state", "progress", "running for"]);
+        for m in &s.members {
+            t.row(vec![
+                m.comm_rank.to_string(),
+                m.who.clone(),
+                match m.state {
+                    MemberState::Done => "done",
+                    MemberState::Running => "running",
+                    MemberState::Pending => "pending",
+                    MemberState::NotReached => "NEVER ENTERED",
+                    MemberState::NoDump => "NO DUMP",
+                }
+                .to_string(),
+                m.progress.map_or_else(|| "-".into(), |(d, t)| format!("{d}/{t}")),
+                m.running_for_ns.map_or_else(|| "-".into(), |ns| format!("{:.1} s", ns as f64 / 1e9)),
+            ]);
+        }
+        print!("{}", t.to_text());
+    }
+    if !report.other_roots.is_empty() {
+        println!("{} other independent stall(s)", report.other_roots.len());
+    }
+    if !report.blocked.is_empty() {
+        println!("{} pending operation(s) are blocked behind running ones", report.blocked.len());
+    }
+    Ok(())
+}
