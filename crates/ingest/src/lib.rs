@@ -11,9 +11,12 @@ pub mod bytes;
 pub mod error;
 pub mod hang_dump;
 pub mod inputs;
+pub mod kernel_name;
+pub mod kineto;
 pub mod lines;
 pub mod merge;
 pub mod nccl_log;
+pub mod nsys;
 
 pub use error::IngestError;
 pub use inputs::{expand_inputs, load_inputs, Loaded};

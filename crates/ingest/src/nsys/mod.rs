@@ -1,0 +1,206 @@
+//! Reader of Nsight Systems SQLite exports (`nsys export --type sqlite`)
+//! into a [`KernelTrace`]: NCCL kernels per process and GPU, their launch
+//! calls, NVTX ranges, GPU descriptions and MPI ranks.
+//!
+//! * Kernels: `CUPTI_ACTIVITY_KIND_KERNEL` (start/end ns, `deviceId`,
+//!   `streamId`, `correlationId`, `globalPid`, grid/block, static and dynamic
+//!   shared memory, `registersPerThread`) with names from `StringIds`
+//!   (`shortName` classifies, `demangledName` is kept). Names are classified
+//!   once per distinct name in Rust ([`crate::kernel_name`]), then only the
+//!   NCCL rows are read, in start order. Processes come from `PROCESSES`
+//!   (`globalPid` → `pid`), else from the `globalPid` bits.
+//! * Launches: `CUPTI_ACTIVITY_KIND_RUNTIME` rows with the kernels'
+//!   correlation ids, matched per process (correlation ids are per process).
+//! * `NVTX_EVENTS` push/pop and start/end ranges with their domain names
+//!   (event types resolved through `ENUM_NSYS_EVENT_TYPE` when present);
+//!   `TARGET_INFO_GPU` (name, PCI bus, CUDA ordinal); `MPI_RANKS`;
+//!   `TARGET_INFO_SESSION_START_TIME` (epoch of the session start, which
+//!   nsys timestamps are taken to be relative to: unverified);
+//!   `META_DATA_EXPORT.EXPORT_SCHEMA_VERSION`.
+//!
+//! nsys creates tables lazily and adds columns between versions: every table
+//! but the kernel table is optional, and every column is selected by name
+//! ([`schema`]). The export carries no communicator, count or datatype for
+//! NCCL kernels (NCCL's NVTX payloads are not exported), so the canonical
+//! table groups kernels per CUDA stream and `assemble` groups streams into
+//! communicators by operation sequence. A file without NCCL kernels is
+//! [`TraceError::NoNcclKernels`] unless [`TraceOptions::allow_no_kernels`].
+//! Several files (one per node or per rank) are read in parallel by
+//! [`load_nsys_files`] and join in [`to_op_table`].
+
+mod query;
+mod schema;
+
+pub use crate::kineto::table::{to_op_table, ConvertNotes};
+pub use crate::kineto::trace::*;
+
+use crate::kernel_name;
+use crate::kineto::trace::{count_other_comm, warn_other_comm, Names};
+use commlens_core::SourceKind;
+use rayon::prelude::*;
+use rusqlite::{Connection, OpenFlags};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Reads one nsys SQLite export.
+pub fn load_nsys(path: &Path) -> Result<KernelTrace, TraceError> {
+    load_nsys_with(path, &TraceOptions::default())
+}
+
+/// Reads several exports (one per node or per rank) in parallel, in the given order.
+pub fn load_nsys_files(paths: &[PathBuf], opts: &TraceOptions) -> Result<Vec<KernelTrace>, TraceError> {
+    paths.par_iter().map(|p| load_nsys_with(p, opts)).collect()
+}
+
+pub fn load_nsys_with(path: &Path, opts: &TraceOptions) -> Result<KernelTrace, TraceError> {
+    let mut head = [0u8; 16];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| TraceError::Io { path: path.into(), source: e })?;
+    if &head[..n] != b"SQLite format 3\0" {
+        return Err(TraceError::NotATrace { path: path.into(), reason: "not an SQLite database".into() });
+    }
+    let sql_err = |e: rusqlite::Error| TraceError::Sqlite { path: path.into(), msg: e.to_string() };
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(sql_err)?;
+    read(&conn, path, opts).map_err(sql_err)?
+}
+
+fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result<Result<KernelTrace, TraceError>> {
+    let s = schema::Schema::read(conn)?;
+    let mut stats = TraceStats::default();
+    let mut warnings = Vec::new();
+    let label = path.display().to_string();
+    let no_kernels = |why: String, stats: &TraceStats, warnings: &mut Vec<String>| {
+        if opts.allow_no_kernels {
+            warnings.push(format!("no NCCL kernels found: {why}"));
+            Ok(())
+        } else {
+            let others: u64 = stats.other_comm_kernels.iter().map(|(_, n)| n).sum();
+            Err(TraceError::NoNcclKernels {
+                path: path.into(),
+                summary: format!("{why} ({} GPU kernels, {others} non-NCCL communication kernels)", stats.gpu_kernels),
+            })
+        }
+    };
+
+    let name_cols = if s.has(query::KERNELS) { query::name_cols(&s) } else { None };
+    let mut keys = Vec::new();
+    match &name_cols {
+        None => {
+            let why = if s.has(query::KERNELS) {
+                "the kernel table has no name column".to_string()
+            } else {
+                "no CUPTI_ACTIVITY_KIND_KERNEL table: no kernel was traced (nsys profile --trace=cuda)".to_string()
+            };
+            if let Err(e) = no_kernels(why, &stats, &mut warnings) {
+                return Ok(Err(e));
+            }
+        }
+        Some(nc) => {
+            for (key, name, n) in query::kernel_names(conn, nc)? {
+                stats.gpu_kernels += n;
+                if kernel_name::is_nccl_kernel(name.as_bytes()) {
+                    keys.push(key);
+                } else if kernel_name::is_other_comm_kernel(name.as_bytes(), &mut Vec::new()) {
+                    count_other_comm(&mut stats, &name, n);
+                }
+            }
+            if keys.is_empty() {
+                let why = "no kernel name is an NCCL kernel".to_string();
+                if let Err(e) = no_kernels(why, &stats, &mut warnings) {
+                    return Ok(Err(e));
+                }
+            }
+        }
+    }
+
+    let procs = query::processes(conn, &s)?;
+    let gpus = query::gpus(conn, &s)?;
+    let mpi = query::mpi_ranks(conn, &s)?;
+    let mut ranks: Vec<RankTrace> = Vec::new();
+    if let (Some(nc), false) = (&name_cols, keys.is_empty()) {
+        let launches = query::launches(conn, &s, nc, &keys)?;
+        stats.launches = launches.len() as u64;
+        let mut slot: HashMap<(u32, Option<i64>), usize> = HashMap::new();
+        let mut event = 0u64;
+        query::kernels(conn, &s, nc, &keys, |row| {
+            event += 1;
+            let Some(parsed) = kernel_name::parse(row.key_name.as_bytes())
+                .or_else(|| row.display_name.as_deref().and_then(|n| kernel_name::parse(n.as_bytes())))
+            else {
+                return;
+            };
+            let gpid = row.global_pid.unwrap_or(0);
+            let pid = procs.get(&gpid).copied().unwrap_or_else(|| schema::pid_of(gpid));
+            let i = *slot.entry((pid, row.device)).or_insert_with(|| {
+                let gpu = row.device.and_then(|d| gpus.iter().find(|g| g.id == d));
+                ranks.push(RankTrace {
+                    rank: mpi.get(&pid).copied(),
+                    pid,
+                    device: gpu.and_then(|g| g.cu_device).or(row.device.map(|d| d as u32)),
+                    gpu_name: gpu.and_then(|g| g.name.clone()),
+                    bus_id: gpu.and_then(|g| g.bus_id),
+                    ..RankTrace::default()
+                });
+                ranks.len() - 1
+            });
+            let u = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+            let (ss, ds) = (u(row.static_smem), u(row.dynamic_smem));
+            ranks[i].kernels.push(NcclKernel {
+                start_ns: row.start,
+                end_ns: row.end,
+                stream: row.stream.unwrap_or(0) as u64,
+                correlation: row.correlation.map(|c| c as u64),
+                external_id: None,
+                device: row.device.map(|d| d as u32),
+                grid: row.grid.map(|v| u(v).unwrap_or(0)),
+                block: row.block.map(|v| u(v).unwrap_or(0)),
+                static_smem_bytes: ss,
+                dynamic_smem_bytes: ds,
+                shared_mem_bytes: ss.unwrap_or(0).saturating_add(ds.unwrap_or(0)),
+                registers: u(row.registers).unwrap_or(0),
+                launch: row.correlation.and_then(|c| launches.get(&(pid, c)).copied()),
+                name: row.display_name.unwrap_or(row.key_name),
+                parsed,
+                meta: None,
+                cpu_op: None,
+                event,
+            });
+        })?;
+    }
+    stats.nccl_kernels = ranks.iter().map(|r| r.kernels.len() as u64).sum();
+    stats.kernels_without_kind =
+        ranks.iter().flat_map(|r| &r.kernels).filter(|k| k.parsed.kind.is_none()).count() as u64;
+    stats.events = stats.gpu_kernels;
+    warn_other_comm(&stats, &mut warnings);
+
+    let mut names = Names::default();
+    let nvtx = query::nvtx_ranges(conn, &s, schema::event_types(conn, &s), opts.max_ranges, &mut names)?;
+    stats.ranges_dropped = nvtx.capped;
+    if nvtx.capped > 0 {
+        warnings.push(format!("{} NVTX ranges beyond the first {} were dropped", nvtx.capped, opts.max_ranges));
+    }
+    if nvtx.unclosed > 0 {
+        warnings.push(format!("{} NVTX ranges were never closed and are left out", nvtx.unclosed));
+    }
+    if ranks.len() > 1 && mpi.is_empty() {
+        warnings.push(format!("{} processes/GPUs in one file and no MPI_RANKS: global ranks are unknown", ranks.len()));
+    }
+    Ok(Ok(KernelTrace {
+        source: SourceKind::Nsys,
+        path: label,
+        source_version: schema::meta_value(conn, &s, "EXPORT_SCHEMA_VERSION"),
+        base_time_ns: query::session_start(conn, &s).unwrap_or(0),
+        world_size: None,
+        nccl_version: None,
+        backend: None,
+        process_groups: Vec::new(),
+        ranks,
+        ranges: nvtx.ranges,
+        names: names.names,
+        stats,
+        warnings,
+    }))
+}
