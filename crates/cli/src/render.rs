@@ -270,3 +270,30 @@ pub fn read_summary(reports: &[ReadReport], skipped_files: &[(std::path::PathBuf
     let _ = writeln!(s, "; {unknown} other NCCL lines not interpreted{}", if verbose { "" } else { " (--verbose lists them)" });
     s
 }
+
+/// One line per kernel trace read, plus its warnings (all with `verbose`).
+pub fn trace_summary(traces: &[commlens_ingest::kineto::KernelTrace], verbose: bool) -> String {
+    let mut s = String::new();
+    for t in traces {
+        let ranks: Vec<String> = t.ranks.iter().map(|r| opt(r.rank)).collect();
+        let _ = writeln!(
+            s,
+            "{}: {:?} trace, rank {} of {}: {} NCCL kernels, {} CPU-side collectives, {} kernels linked to their call",
+            t.path,
+            t.source,
+            ranks.join(","),
+            opt(t.world_size),
+            t.stats.nccl_kernels,
+            t.stats.cpu_collectives,
+            t.stats.linked_kernels
+        );
+        let shown = if verbose { t.warnings.len() } else { t.warnings.len().min(2) };
+        for w in &t.warnings[..shown] {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+        if shown < t.warnings.len() {
+            let _ = writeln!(s, "  ({} more warnings with --verbose)", t.warnings.len() - shown);
+        }
+    }
+    s
+}

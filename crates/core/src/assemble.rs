@@ -191,9 +191,6 @@ pub fn assign_global_ranks(table: &mut OpTable) {
 pub fn world_comm(table: &OpTable) -> Option<crate::model::LogicalCommIdx> {
     let mut best: Option<(u32, usize)> = None;
     for (i, l) in table.logical.iter().enumerate() {
-        if l.members.len() < 2 && l.nranks > 1 {
-            continue;
-        }
         let mut seen = vec![false; l.nranks as usize];
         let ok = l.members.iter().all(|m| {
             let c = &table.comms[m.ix()];
@@ -212,22 +209,40 @@ pub fn world_comm(table: &OpTable) -> Option<crate::model::LogicalCommIdx> {
     best.map(|(_, i)| crate::model::LogicalCommIdx(i as u32))
 }
 
-/// Takes global ranks from the world communicator's `rank` fields. Devices it
-/// does not cover get the ranks after its size, in host order. Returns false
-/// when there is no world communicator.
+/// Takes global ranks from the `rank` fields of the world-sized
+/// communicators (the largest `nranks` seen): every handle of such a
+/// communicator names its device's global rank, even when its peers' logs are
+/// missing or their init lines were lost. Devices left over get the ranks
+/// after the world size, in host order. Returns false when no communicator
+/// logged ranks.
 fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<DevIdx>>) -> bool {
-    let Some(world) = world_comm(table) else { return false };
-    let world = table.logical[world.ix()].clone();
-    if world.nranks < 2 && table.devices.len() > 1 {
+    let world_size = table
+        .logical
+        .iter()
+        .filter(|l| l.members.iter().any(|m| table.comms[m.ix()].rank.is_some()))
+        .map(|l| l.nranks)
+        .max();
+    let Some(world_size) = world_size else { return false };
+    if world_size < 2 && table.devices.len() > 1 {
         return false;
     }
-    for m in &world.members {
-        let c = &table.comms[m.ix()];
-        if let (Some(r), Some(d)) = (c.rank, c.device) {
-            table.devices[d.ix()].global_rank = Some(r);
+    let mut used = vec![false; world_size as usize];
+    for l in table.logical.iter().filter(|l| l.nranks == world_size) {
+        for m in &l.members {
+            let c = &table.comms[m.ix()];
+            if let (Some(r), Some(d)) = (c.rank, c.device) {
+                let free = (r as usize) < used.len() && !used[r as usize];
+                if free && table.devices[d.ix()].global_rank.is_none() {
+                    used[r as usize] = true;
+                    table.devices[d.ix()].global_rank = Some(r);
+                }
+            }
         }
     }
-    let mut next = world.nranks;
+    if !used.iter().any(|&u| u) {
+        return false;
+    }
+    let mut next = world_size;
     for devs in by_host.values() {
         for d in devs {
             if table.devices[d.ix()].global_rank.is_none() {

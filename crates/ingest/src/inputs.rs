@@ -3,6 +3,7 @@
 //! [`commlens_core::assemble`].
 
 use crate::error::IngestError;
+use crate::kineto::{KernelTrace, TraceOptions};
 use crate::merge::{merge_tables, Remap};
 use crate::nccl_log::{self, ReadOptions, ReadReport};
 use commlens_core::{CollOp, OpTable};
@@ -47,10 +48,110 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), IngestError> {
     Ok(())
 }
 
+/// What a file holds, judged by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    /// `NCCL_DEBUG` text (the default for anything that is not recognised below).
+    NcclLog,
+    /// PyTorch profiler Chrome-trace JSON (plain or gzip).
+    Kineto,
+    /// Nsight Systems SQLite export.
+    NsysSqlite,
+}
+
+impl InputFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::NcclLog => "NCCL debug log",
+            InputFormat::Kineto => "Kineto trace",
+            InputFormat::NsysSqlite => "nsys SQLite export",
+        }
+    }
+}
+
+/// Looks at the first bytes (decompressed when gzip) of a file.
+pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
+    use std::io::Read;
+    let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let mut src = crate::lines::open_maybe_gz(path).map_err(io)?;
+    let mut head = vec![0u8; 64 << 10];
+    let mut n = 0;
+    while n < head.len() {
+        match src.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // A corrupt gzip stream: let the reader report it properly.
+            Err(_) => break,
+        }
+    }
+    let head = &head[..n];
+    if head.starts_with(b"SQLite format 3\0") {
+        return Ok(InputFormat::NsysSqlite);
+    }
+    let text = crate::bytes::trim_ascii(head);
+    if text.starts_with(b"{")
+        && [&b"\"traceEvents\""[..], b"\"schemaVersion\"", b"\"deviceProperties\""]
+            .iter()
+            .any(|k| memchr::memmem::find(text, k).is_some())
+    {
+        return Ok(InputFormat::Kineto);
+    }
+    Ok(InputFormat::NcclLog)
+}
+
+/// Reads inputs of any supported kind into one table: NCCL logs through
+/// [`load_inputs`], kernel traces (Kineto, nsys) through their readers and
+/// `kineto::to_op_table`. Logs and traces describe the same operations from
+/// two sides, so mixing them is refused (joining them is trace fusion).
+pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
+    let files = expand_inputs(paths)?;
+    let mut kinds = Vec::with_capacity(files.len());
+    for (p, _) in &files {
+        kinds.push(sniff(p)?);
+    }
+    if kinds.iter().all(|k| *k == InputFormat::NcclLog) {
+        return load_inputs(paths, opts);
+    }
+    if let (Some(log), Some(trace)) = (
+        kinds.iter().position(|k| *k == InputFormat::NcclLog),
+        kinds.iter().position(|k| *k != InputFormat::NcclLog),
+    ) {
+        return Err(IngestError::Format {
+            path: files[log].0.clone(),
+            line: None,
+            what: format!(
+                "is an NCCL debug log but {} is a {}; read logs and kernel traces separately \
+                 (joining them is trace fusion)",
+                files[trace].0.display(),
+                kinds[trace].name()
+            ),
+        });
+    }
+    let trace_opts = TraceOptions::default();
+    let traces: Vec<Result<KernelTrace, _>> = files
+        .par_iter()
+        .zip(kinds.par_iter())
+        .map(|((p, _), k)| match k {
+            InputFormat::NsysSqlite => crate::nsys::load_nsys_with(p, &trace_opts),
+            _ => crate::kineto::load_kineto_with(p, &trace_opts),
+        })
+        .collect();
+    let mut ok = Vec::new();
+    for (t, (p, _)) in traces.into_iter().zip(&files) {
+        ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
+    }
+    let (table, _) = crate::kineto::to_op_table(&ok);
+    Ok(Loaded { table, reports: Vec::new(), skipped_files: Vec::new(), remaps: Vec::new(), traces: ok })
+}
+
 /// Everything loaded from the inputs.
 pub struct Loaded {
     pub table: OpTable,
+    /// One per NCCL log read.
     pub reports: Vec<ReadReport>,
+    /// Kernel traces read (Kineto, nsys), operations already in `table`.
+    pub traces: Vec<KernelTrace>,
     /// Files found in folders that were not NCCL logs, with the reason.
     pub skipped_files: Vec<(PathBuf, String)>,
     /// Per input file, how its indices map into `table`.
@@ -129,7 +230,7 @@ where
     for (slot, r) in file_slot.into_iter().zip(part_remaps) {
         remaps[slot] = r;
     }
-    Ok((Loaded { table, reports, skipped_files, remaps }, states))
+    Ok((Loaded { table, reports, skipped_files, remaps, traces: Vec::new() }, states))
 }
 
 /// Reads all inputs into one assembled table with every operation stored.

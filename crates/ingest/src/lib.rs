@@ -19,4 +19,4 @@ pub mod nccl_log;
 pub mod nsys;
 
 pub use error::IngestError;
-pub use inputs::{expand_inputs, load_inputs, Loaded};
+pub use inputs::{expand_inputs, load_any, load_inputs, sniff, InputFormat, Loaded};

@@ -246,3 +246,21 @@ fn fast_and_general_prefix_paths_agree() {
         }
     }
 }
+
+/// Input kinds are recognised by content, and logs and traces are not mixed.
+#[test]
+fn sniffing_and_mixed_inputs() {
+    use commlens_ingest::{load_any, sniff, InputFormat};
+    let Some(logs) = common::shared_dir("nccl-logs") else { return };
+    let kineto = common::shared_dir("kineto").unwrap();
+    let log = logs.join("timez-zx-nccl-tests-nccl-2x-A100PCIe-NVLbridge-RoCE-2.27.7.log");
+    let trace = kineto.join("hta-trace_diff-control-rank3of8-A100.json.gz");
+    assert_eq!(sniff(&log).unwrap(), InputFormat::NcclLog);
+    assert_eq!(sniff(&trace).unwrap(), InputFormat::Kineto);
+    let loaded = load_any(&[trace.clone()], &ReadOptions::default()).unwrap();
+    assert_eq!(loaded.traces.len(), 1);
+    assert_eq!(loaded.table.n_ops(), 60);
+    assert_eq!(loaded.table.devices[0].global_rank, Some(3), "rank from distributedInfo");
+    let err = load_any(&[log, trace], &ReadOptions::default()).err().unwrap().to_string();
+    assert!(err.contains("2.27.7.log") && err.contains("Kineto trace"), "{err}");
+}

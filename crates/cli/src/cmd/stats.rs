@@ -6,11 +6,25 @@ use super::CmdResult;
 use crate::render;
 use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
-use commlens_ingest::inputs::load_inputs_with;
+use commlens_ingest::inputs::{expand_inputs, load_any, load_inputs_with, sniff, InputFormat};
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
+    let mut traces = false;
+    for (p, _) in expand_inputs(inputs)? {
+        traces |= sniff(&p)? != InputFormat::NcclLog;
+    }
+    if traces {
+        // Kernel traces are small next to logs: read whole, then aggregate.
+        let loaded = load_any(inputs, &ReadOptions::default())?;
+        eprint!("{}", render::trace_summary(&loaded.traces, verbose));
+        let agg = Aggregate::from_table(&loaded.table);
+        if agg.cells.is_empty() {
+            return Err("no NCCL operations in the traces".into());
+        }
+        return print_stats(&loaded.table, &agg, format, serde_json::json!({ "traces": loaded.traces.len() }));
+    }
     let (progress, bar) = crate::progress::for_inputs(inputs);
     let opts = ReadOptions { progress, ..ReadOptions::default() };
     let (loaded, aggs) = load_inputs_with(inputs, &opts, false, Aggregate::default, |a, op| a.add(op))?;
@@ -36,16 +50,20 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
              NCCL writes them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL (or ALL)."
         );
     }
-    let report = StatsReport::build(t, &agg);
+    print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?)
+}
+
+fn print_stats(t: &commlens_core::OpTable, agg: &Aggregate, format: Format, inputs: serde_json::Value) -> CmdResult {
+    let report = StatsReport::build(t, agg);
     match format {
         Format::Table => {
             for tab in render::stats_tables(&report) {
                 println!("{}", tab.to_text());
             }
         }
-        Format::Csv => print!("{}", render::stats_csv(t, &agg).to_csv()),
+        Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let v = serde_json::json!({ "inputs": loaded.reports, "stats": report });
+            let v = serde_json::json!({ "inputs": inputs, "stats": report });
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
     }
