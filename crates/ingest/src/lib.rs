@@ -17,6 +17,7 @@ pub mod lines;
 pub mod merge;
 pub mod nccl_log;
 pub mod nsys;
+pub mod plugin_out;
 
 pub use error::IngestError;
 pub use inputs::{expand_inputs, load_any, load_inputs, sniff, InputFormat, Loaded};
