@@ -57,6 +57,8 @@ pub enum InputFormat {
     Kineto,
     /// Nsight Systems SQLite export.
     NsysSqlite,
+    /// Output of the commlens profiler plugin (`commlens-plugin v1 …`).
+    PluginOutput,
 }
 
 impl InputFormat {
@@ -65,6 +67,16 @@ impl InputFormat {
             InputFormat::NcclLog => "NCCL debug log",
             InputFormat::Kineto => "Kineto trace",
             InputFormat::NsysSqlite => "nsys SQLite export",
+            InputFormat::PluginOutput => "commlens plugin output",
+        }
+    }
+
+    /// Inputs of one family can be read together.
+    fn family(self) -> u8 {
+        match self {
+            InputFormat::NcclLog => 0,
+            InputFormat::Kineto | InputFormat::NsysSqlite => 1,
+            InputFormat::PluginOutput => 2,
         }
     }
 }
@@ -86,6 +98,9 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
         }
     }
     let head = &head[..n];
+    if crate::plugin_out::is_plugin_output(head) {
+        return Ok(InputFormat::PluginOutput);
+    }
     if head.starts_with(b"SQLite format 3\0") {
         return Ok(InputFormat::NsysSqlite);
     }
@@ -102,8 +117,9 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
 
 /// Reads inputs of any supported kind into one table: NCCL logs through
 /// [`load_inputs`], kernel traces (Kineto, nsys) through their readers and
-/// `kineto::to_op_table`. Logs and traces describe the same operations from
-/// two sides, so mixing them is refused (joining them is trace fusion).
+/// `kineto::to_op_table`, plugin output through `plugin_out`. Logs, traces
+/// and plugin files describe the same operations from different sides, so
+/// mixing the families is refused (joining them is trace fusion).
 pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
     let files = expand_inputs(paths)?;
     let mut kinds = Vec::with_capacity(files.len());
@@ -113,19 +129,28 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
     if kinds.iter().all(|k| *k == InputFormat::NcclLog) {
         return load_inputs(paths, opts);
     }
-    if let (Some(log), Some(trace)) = (
-        kinds.iter().position(|k| *k == InputFormat::NcclLog),
-        kinds.iter().position(|k| *k != InputFormat::NcclLog),
-    ) {
+    if let Some(other) = kinds.iter().position(|k| k.family() != kinds[0].family()) {
         return Err(IngestError::Format {
-            path: files[log].0.clone(),
+            path: files[0].0.clone(),
             line: None,
             what: format!(
-                "is an NCCL debug log but {} is a {}; read logs and kernel traces separately \
+                "is a {} but {} is a {}; read logs, kernel traces and plugin output separately \
                  (joining them is trace fusion)",
-                files[trace].0.display(),
-                kinds[trace].name()
+                kinds[0].name(),
+                files[other].0.display(),
+                kinds[other].name()
             ),
+        });
+    }
+    if kinds[0] == InputFormat::PluginOutput {
+        let (table, plugin_reports) = crate::plugin_out::load_plugin_outputs(paths)?;
+        return Ok(Loaded {
+            table,
+            reports: Vec::new(),
+            skipped_files: Vec::new(),
+            remaps: Vec::new(),
+            traces: Vec::new(),
+            plugin_reports,
         });
     }
     let trace_opts = TraceOptions::default();
@@ -142,7 +167,14 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
         ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
     }
     let (table, _) = crate::kineto::to_op_table(&ok);
-    Ok(Loaded { table, reports: Vec::new(), skipped_files: Vec::new(), remaps: Vec::new(), traces: ok })
+    Ok(Loaded {
+        table,
+        reports: Vec::new(),
+        skipped_files: Vec::new(),
+        remaps: Vec::new(),
+        traces: ok,
+        plugin_reports: Vec::new(),
+    })
 }
 
 /// Everything loaded from the inputs.
@@ -152,6 +184,8 @@ pub struct Loaded {
     pub reports: Vec<ReadReport>,
     /// Kernel traces read (Kineto, nsys), operations already in `table`.
     pub traces: Vec<KernelTrace>,
+    /// Plugin output files read, operations already in `table`.
+    pub plugin_reports: Vec<crate::plugin_out::PluginReport>,
     /// Files found in folders that were not NCCL logs, with the reason.
     pub skipped_files: Vec<(PathBuf, String)>,
     /// Per input file, how its indices map into `table`.
@@ -230,7 +264,7 @@ where
     for (slot, r) in file_slot.into_iter().zip(part_remaps) {
         remaps[slot] = r;
     }
-    Ok((Loaded { table, reports, skipped_files, remaps, traces: Vec::new() }, states))
+    Ok((Loaded { table, reports, skipped_files, remaps, traces: Vec::new(), plugin_reports: Vec::new() }, states))
 }
 
 /// Reads all inputs into one assembled table with every operation stored.

@@ -264,3 +264,19 @@ fn sniffing_and_mixed_inputs() {
     let err = load_any(&[log, trace], &ReadOptions::default()).err().unwrap().to_string();
     assert!(err.contains("2.27.7.log") && err.contains("Kineto trace"), "{err}");
 }
+
+/// Plugin output is recognised by its header line and is not mixed with logs.
+#[test]
+fn plugin_output_is_sniffed_and_not_mixed() {
+    use commlens_ingest::{load_any, sniff, InputFormat};
+    let Some(logs) = common::shared_dir("nccl-logs") else { return };
+    let dir = std::env::temp_dir().join(format!("commlens-sniff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clp = dir.join("commlens-h-1-0.clp");
+    std::fs::write(&clp, "commlens-plugin v1 host=h pid=1 session=0 mono_ns=0 real_ns=0\n").unwrap();
+    assert_eq!(sniff(&clp).unwrap(), InputFormat::PluginOutput);
+    let log = logs.join("timez-zx-nccl-tests-nccl-2x-A100PCIe-NVLbridge-RoCE-2.27.7.log");
+    let err = load_any(&[clp.clone(), log], &ReadOptions::default()).err().unwrap().to_string();
+    assert!(err.contains("commlens plugin output") && err.contains("NCCL debug log"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,11 +19,24 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         // Kernel traces are small next to logs: read whole, then aggregate.
         let loaded = load_any(inputs, &ReadOptions::default())?;
         eprint!("{}", render::trace_summary(&loaded.traces, verbose));
+        for r in &loaded.plugin_reports {
+            eprintln!(
+                "{}: plugin output ({}), {} ops ({} with GPU timing), {} communicators, {} records dropped{}",
+                r.path,
+                r.format,
+                r.ops,
+                r.ops_with_gpu,
+                r.comms,
+                r.dropped,
+                if r.clean_end { "" } else { ", no END record (process killed?)" }
+            );
+        }
         let agg = Aggregate::from_table(&loaded.table);
         if agg.cells.is_empty() {
-            return Err("no NCCL operations in the traces".into());
+            return Err("no NCCL operations in the inputs".into());
         }
-        return print_stats(&loaded.table, &agg, format, serde_json::json!({ "traces": loaded.traces.len() }));
+        let inputs = serde_json::json!({ "traces": loaded.traces.len(), "plugin": loaded.plugin_reports });
+        return print_stats(&loaded.table, &agg, format, inputs);
     }
     let (progress, bar) = crate::progress::for_inputs(inputs);
     let opts = ReadOptions { progress, ..ReadOptions::default() };
