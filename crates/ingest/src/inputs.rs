@@ -59,6 +59,10 @@ pub enum InputFormat {
     NsysSqlite,
     /// Output of the commlens profiler plugin (`commlens-plugin v1 …`).
     PluginOutput,
+    /// NCCL Inspector JSON lines (NVIDIA's Inspector profiler plugin).
+    Inspector,
+    /// Chrome-trace dump of NVIDIA's example profiler plugin.
+    ExamplePlugin,
 }
 
 impl InputFormat {
@@ -68,6 +72,8 @@ impl InputFormat {
             InputFormat::Kineto => "Kineto trace",
             InputFormat::NsysSqlite => "nsys SQLite export",
             InputFormat::PluginOutput => "commlens plugin output",
+            InputFormat::Inspector => "NCCL Inspector output",
+            InputFormat::ExamplePlugin => "NCCL example-plugin trace",
         }
     }
 
@@ -77,6 +83,8 @@ impl InputFormat {
             InputFormat::NcclLog => 0,
             InputFormat::Kineto | InputFormat::NsysSqlite => 1,
             InputFormat::PluginOutput => 2,
+            InputFormat::Inspector => 3,
+            InputFormat::ExamplePlugin => 4,
         }
     }
 }
@@ -112,6 +120,14 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
     {
         return Ok(InputFormat::Kineto);
     }
+    // JSON objects or an array of them: NVIDIA's plugin outputs.
+    if text.starts_with(b"{") || text.starts_with(b"[") {
+        match crate::json_util::sniff_format(path) {
+            Ok(Some(crate::json_util::PluginFormat::Inspector)) => return Ok(InputFormat::Inspector),
+            Ok(Some(crate::json_util::PluginFormat::ExamplePlugin)) => return Ok(InputFormat::ExamplePlugin),
+            _ => {}
+        }
+    }
     Ok(InputFormat::NcclLog)
 }
 
@@ -142,16 +158,23 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
             ),
         });
     }
+    if matches!(kinds[0], InputFormat::Inspector | InputFormat::ExamplePlugin) {
+        let opts = crate::json_util::PluginOptions::default();
+        let res = if kinds[0] == InputFormat::Inspector {
+            crate::inspector::load_paths(paths, &opts)
+        } else {
+            crate::example_plugin::load_paths(paths, &opts)
+        };
+        let (table, nvidia_reports) = res.map_err(|e| IngestError::Format {
+            path: files[0].0.clone(),
+            line: None,
+            what: e.to_string(),
+        })?;
+        return Ok(Loaded { table, nvidia_reports, ..Loaded::empty() });
+    }
     if kinds[0] == InputFormat::PluginOutput {
         let (table, plugin_reports) = crate::plugin_out::load_plugin_outputs(paths)?;
-        return Ok(Loaded {
-            table,
-            reports: Vec::new(),
-            skipped_files: Vec::new(),
-            remaps: Vec::new(),
-            traces: Vec::new(),
-            plugin_reports,
-        });
+        return Ok(Loaded { table, plugin_reports, ..Loaded::empty() });
     }
     let trace_opts = TraceOptions::default();
     let traces: Vec<Result<KernelTrace, _>> = files
@@ -167,14 +190,7 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
         ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
     }
     let (table, _) = crate::kineto::to_op_table(&ok);
-    Ok(Loaded {
-        table,
-        reports: Vec::new(),
-        skipped_files: Vec::new(),
-        remaps: Vec::new(),
-        traces: ok,
-        plugin_reports: Vec::new(),
-    })
+    Ok(Loaded { table, traces: ok, ..Loaded::empty() })
 }
 
 /// Everything loaded from the inputs.
@@ -186,6 +202,8 @@ pub struct Loaded {
     pub traces: Vec<KernelTrace>,
     /// Plugin output files read, operations already in `table`.
     pub plugin_reports: Vec<crate::plugin_out::PluginReport>,
+    /// NVIDIA plugin outputs read (Inspector, example plugin).
+    pub nvidia_reports: Vec<crate::json_util::PluginReport>,
     /// Files found in folders that were not NCCL logs, with the reason.
     pub skipped_files: Vec<(PathBuf, String)>,
     /// Per input file, how its indices map into `table`.
@@ -264,7 +282,21 @@ where
     for (slot, r) in file_slot.into_iter().zip(part_remaps) {
         remaps[slot] = r;
     }
-    Ok((Loaded { table, reports, skipped_files, remaps, traces: Vec::new(), plugin_reports: Vec::new() }, states))
+    Ok((Loaded { table, reports, skipped_files, remaps, ..Loaded::empty() }, states))
+}
+
+impl Loaded {
+    fn empty() -> Loaded {
+        Loaded {
+            table: OpTable::default(),
+            reports: Vec::new(),
+            traces: Vec::new(),
+            plugin_reports: Vec::new(),
+            nvidia_reports: Vec::new(),
+            skipped_files: Vec::new(),
+            remaps: Vec::new(),
+        }
+    }
 }
 
 /// Reads all inputs into one assembled table with every operation stored.

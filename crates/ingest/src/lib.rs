@@ -9,8 +9,11 @@
 
 pub mod bytes;
 pub mod error;
+pub mod example_plugin;
 pub mod hang_dump;
 pub mod inputs;
+pub mod inspector;
+pub mod json_util;
 pub mod kernel_name;
 pub mod kineto;
 pub mod lines;

@@ -280,3 +280,23 @@ fn plugin_output_is_sniffed_and_not_mixed() {
     assert!(err.contains("commlens plugin output") && err.contains("NCCL debug log"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// NVIDIA plugin outputs go through `load_any` too.
+#[test]
+fn inspector_files_load_through_load_any() {
+    use commlens_ingest::{load_any, sniff, InputFormat};
+    let Some(dir) = common::shared_dir("plugin-json") else { return };
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(files.len(), 4);
+    assert!(files.iter().all(|f| sniff(f).unwrap() == InputFormat::Inspector));
+    let loaded = load_any(&files, &ReadOptions::default()).unwrap();
+    assert_eq!(loaded.table.n_ops(), 1900 + 1889 + 1900 + 1904);
+    assert_eq!(loaded.nvidia_reports.len(), 4);
+    let ring = dir.join("pha-Z-nccl-example-profiler-trace-p2p-ring-4rank-rank0.txt");
+    assert_eq!(sniff(&ring).unwrap(), InputFormat::ExamplePlugin);
+    assert_eq!(load_any(&[ring], &ReadOptions::default()).unwrap().table.n_ops(), 8);
+}

@@ -31,11 +31,21 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
                 if r.clean_end { "" } else { ", no END record (process killed?)" }
             );
         }
+        for r in &loaded.nvidia_reports {
+            eprintln!("{}: {}, {} ops, {} skipped", r.path, r.format, r.ops, r.skipped());
+            for p in r.problems().iter().take(if verbose { usize::MAX } else { 3 }) {
+                eprintln!("warning: {p}");
+            }
+        }
         let agg = Aggregate::from_table(&loaded.table);
         if agg.cells.is_empty() {
             return Err("no NCCL operations in the inputs".into());
         }
-        let inputs = serde_json::json!({ "traces": loaded.traces.len(), "plugin": loaded.plugin_reports });
+        let inputs = serde_json::json!({
+            "traces": loaded.traces.len(),
+            "plugin": loaded.plugin_reports,
+            "nvidia_plugins": loaded.nvidia_reports.len(),
+        });
         return print_stats(&loaded.table, &agg, format, inputs);
     }
     let (progress, bar) = crate::progress::for_inputs(inputs);
