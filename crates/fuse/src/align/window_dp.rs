@@ -1,0 +1,387 @@
+//! The production aligner's dynamic program: a sliding window over one
+//! stream's records and kernels, with memory independent of stream length.
+//!
+//! Each window holds `L` records and `K ≈ L·(kernels/records) + slack` kernels
+//! from the last committed point. It is solved exactly inside a band of ±`band`
+//! kernels around the expected slope (scores and traceback matrices of
+//! `(L+1)·(K+1)` cells, reused across windows) with a free end (the
+//! path may stop on the last row or column), and only the part of the optimal
+//! path in the first `commit` fraction of both sides is kept: the rest of the
+//! window is look-ahead that keeps the committed part from being fooled at the
+//! edge. The next window starts where the committed path ends; the last window
+//! ends in the corner. Time is O((n+m)·K/commit), memory O(L·K).
+//!
+//! Moves into cell `(i, j)` (records `< i`, kernels `< j` consumed): one record
+//! with one kernel; two records with one kernel (2:1 batching); `t ≤ MAX_GROUP`
+//! point-to-point records with one SendRecv kernel; a record alone; a kernel
+//! alone. A one-to-one match right after another match earns a small bonus
+//! (contiguous matches win among otherwise equal alignments). Ties prefer, in
+//! order: one-to-one, batch, fusion, kernel gap, record gap.
+//!
+//! When the committed part is mostly gaps (a burst of drops longer than the
+//! window or the band, e.g. a trace that stops for a while), the window and the
+//! band double and the window is solved again, up to `max_growth`.
+
+use super::features::{Scorer, NEG};
+use super::{MatchShape, MAX_GROUP};
+
+/// Window geometry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowParams {
+    /// Records per window.
+    pub logs: usize,
+    /// Extra kernels beyond the proportional share.
+    pub slack: usize,
+    /// Fraction of each side committed per window.
+    pub commit: f32,
+    /// Half-width of the band of cells computed around the expected slope.
+    pub band: usize,
+    /// Largest factor a window may grow by when its committed part is mostly gaps.
+    pub max_growth: usize,
+    /// Matched share of consumed entries below which a window grows.
+    pub min_density: f32,
+}
+
+impl Default for WindowParams {
+    fn default() -> Self {
+        WindowParams {
+            logs: 96,
+            slack: 32,
+            commit: 0.66,
+            band: 32,
+            max_growth: 16,
+            min_density: 0.25,
+        }
+    }
+}
+
+/// One kernel and the records it explains, in stream positions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Group {
+    /// Kernel position in the stream.
+    pub j: u32,
+    /// First record position; the group is `first .. first + n`.
+    pub first: u32,
+    pub n: u8,
+    pub shape: MatchShape,
+}
+
+const MV_ONE: u8 = 1;
+const MV_BATCH: u8 = 2;
+const MV_KGAP: u8 = 3;
+const MV_LGAP: u8 = 4;
+const MV_FUSE: u8 = 10; // + t
+
+/// Aligns one stream; returns the groups in order.
+pub fn align_stream(s: &Scorer, p: &WindowParams) -> Vec<Group> {
+    let (n, m) = (s.n_logs(), s.n_kernels());
+    let mut out = Vec::with_capacity(n.min(m));
+    if n == 0 || m == 0 {
+        return out;
+    }
+    let ratio = (m as f64 / n as f64).clamp(0.125, 8.0);
+    let mut h: Vec<f32> = Vec::new();
+    let mut b: Vec<u8> = Vec::new();
+    let mut path: Vec<(u8, u32, u32)> = Vec::new();
+    // End credits: what an entry left for later is expected to earn. A match's
+    // score goes half to its kernel, half to its records; an entry that the
+    // counts say cannot all be matched earns its gap cost for the excess share.
+    let lam = s.logs_per_kernel;
+    let p_log = (lam * m as f32 / n as f32).min(1.0);
+    let p_kernel = (n as f32 / (lam * m as f32)).min(1.0);
+    let (lgap, kgap) = (s.priors.log_gap, s.priors.kernel_gap);
+    let credit = Credit {
+        kernel: &|j| p_kernel * 0.5 * lam * s.kernel_bound(j) + (1.0 - p_kernel) * kgap,
+        log: &|i| p_log * 0.5 * s.log_bound(i) + (1.0 - p_log) * lgap,
+    };
+    let (mut i0, mut j0) = (0usize, 0usize);
+    while i0 < n && j0 < m {
+        let mut growth = 1usize;
+        let (ci, cj) = loop {
+            let bl = p.logs.max(4) * growth;
+            let bk = (bl as f64 * ratio).ceil() as usize + p.slack * growth;
+            let (il, jl) = ((n - i0).min(bl), (m - j0).min(bk));
+            let last = i0 + il == n && j0 + jl == m;
+            // The band follows the expected slope (the last window must reach its corner).
+            // Consecutive rows' bands must overlap for every cell band to be reachable.
+            let slope = if last && il > 0 {
+                jl as f64 / il as f64
+            } else {
+                ratio
+            };
+            let band = (p.band * growth).max(slope.ceil() as usize + 1);
+            fill(s, (i0, j0), (il, jl), (slope, band), &mut h, &mut b);
+            let end = if last {
+                (il, jl)
+            } else {
+                best_end(&h, (i0, j0), (il, jl), &credit)
+            };
+            traceback(&b, jl + 1, end, &mut path);
+            let lim_i = if last {
+                usize::MAX
+            } else {
+                ((il as f32 * p.commit) as usize).max(1)
+            };
+            let lim_j = if last {
+                usize::MAX
+            } else {
+                ((jl as f32 * p.commit) as usize).max(1)
+            };
+            let kept = path
+                .iter()
+                .take_while(|&&(_, i, j)| (i as usize) < lim_i && (j as usize) < lim_j)
+                .count();
+            let kept = kept.max(1).min(path.len());
+            let (mut consumed, mut matched) = (0usize, 0usize);
+            for &(mv, _, _) in &path[..kept] {
+                let (lc, kc) = move_size(mv);
+                consumed += lc + kc;
+                if mv != MV_KGAP && mv != MV_LGAP {
+                    matched += lc + kc;
+                }
+            }
+            let sparse = consumed >= 8 && (matched as f32) < p.min_density * consumed as f32;
+            if !last && sparse && growth < p.max_growth {
+                growth *= 2;
+                continue;
+            }
+            let (mut ci, mut cj) = (0usize, 0usize);
+            for &(mv, i, j) in &path[..kept] {
+                let (lc, kc) = move_size(mv);
+                let shape = match mv {
+                    MV_ONE => Some(MatchShape::OneToOne),
+                    MV_BATCH => Some(MatchShape::Batched),
+                    x if x > MV_FUSE => Some(MatchShape::FusedP2p),
+                    _ => None,
+                };
+                if let Some(shape) = shape {
+                    out.push(Group {
+                        j: (j0 + j as usize) as u32,
+                        first: (i0 + i as usize) as u32,
+                        n: lc as u8,
+                        shape,
+                    });
+                }
+                ci = i as usize + lc;
+                cj = j as usize + kc;
+            }
+            break (ci, cj);
+        };
+        i0 += ci;
+        j0 += cj;
+    }
+    out
+}
+
+const RUN_BONUS: f32 = 0.25;
+
+#[inline]
+fn is_match(mv: u8) -> bool {
+    mv == MV_ONE || mv == MV_BATCH || mv > MV_FUSE
+}
+
+/// (records, kernels) a move consumes.
+fn move_size(mv: u8) -> (usize, usize) {
+    match mv {
+        MV_ONE => (1, 1),
+        MV_BATCH => (2, 1),
+        MV_KGAP => (0, 1),
+        MV_LGAP => (1, 0),
+        x => ((x - MV_FUSE) as usize, 1),
+    }
+}
+
+/// Fills the window's score and move matrices inside the band `|j − slope·i| ≤ band`
+/// (cells outside stay forbidden).
+fn fill(
+    s: &Scorer,
+    (i0, j0): (usize, usize),
+    (il, jl): (usize, usize),
+    (slope, band): (f64, usize),
+    h: &mut Vec<f32>,
+    b: &mut Vec<u8>,
+) {
+    let w = jl + 1;
+    h.clear();
+    h.resize((il + 1) * w, NEG);
+    b.clear();
+    b.resize((il + 1) * w, 0);
+    let (lgap, kgap) = (s.priors.log_gap, s.priors.kernel_gap);
+    h[0] = 0.0;
+    for j in 1..=jl.min(band) {
+        h[j] = h[j - 1] + kgap;
+        b[j] = MV_KGAP;
+    }
+    for i in 1..=il {
+        let gi = i0 + i - 1;
+        let row = i * w;
+        let up = (i - 1) * w;
+        let centre = (i as f64 * slope).round() as usize;
+        let (lo, hi) = (centre.saturating_sub(band), (centre + band).min(jl));
+        if lo == 0 {
+            h[row] = h[up] + lgap;
+            b[row] = MV_LGAP;
+        }
+        let batch = i >= 2 && s.batch_ok(gi);
+        let run = s.p2p_run(gi).min(i).min(MAX_GROUP);
+        for j in lo.max(1)..=hi {
+            let gj = j0 + j - 1;
+            // Continuing a run of matches earns a small bonus (greedy bookkeeping,
+            // as the thesis's sequence bonus): among equally good alignments the
+            // one with contiguous matches and grouped gaps wins.
+            let run_bonus = if is_match(b[up + j - 1]) {
+                RUN_BONUS
+            } else {
+                0.0
+            };
+            let e = s.e1(gi, gj);
+            let mut best = h[up + j - 1] + s.one(e, gi, gj) + run_bonus;
+            let mut mv = MV_ONE;
+            // Every many-to-one move contains record `gi` with kernel `gj`.
+            if e > NEG * 0.5 {
+                if batch {
+                    let c = h[(i - 2) * w + j - 1] + s.batch(e, gi, gj);
+                    if c > best {
+                        best = c;
+                        mv = MV_BATCH;
+                    }
+                }
+                if run >= 2 && s.kernel_hosts_p2p(gj) {
+                    let mut sum = e;
+                    for t in 2..=run {
+                        let first = gi + 1 - t;
+                        sum += s.e1(first, gj) + s.op_count_link(first + 1);
+                        let c = h[(i - t) * w + j - 1] + s.fuse(first, gi, gj, sum);
+                        if c > best {
+                            best = c;
+                            mv = MV_FUSE + t as u8;
+                        }
+                    }
+                }
+            }
+            let c = h[row + j - 1] + kgap;
+            if c > best {
+                best = c;
+                mv = MV_KGAP;
+            }
+            let c = h[up + j] + lgap;
+            if c > best {
+                best = c;
+                mv = MV_LGAP;
+            }
+            h[row + j] = best;
+            b[row + j] = mv;
+        }
+    }
+}
+
+/// Expected later earnings of a record / a kernel left unconsumed (stream positions).
+struct Credit<'a> {
+    kernel: &'a dyn Fn(usize) -> f32,
+    log: &'a dyn Fn(usize) -> f32,
+}
+
+/// Best cell on the last row or the last column (free end), each credited with
+/// what the window entries it leaves unconsumed are expected to earn later
+/// (half of a match's score to the kernel, half to its records, so that ending
+/// before or after a correct match is neutral; gap costs for the share the
+/// counts leave unmatched). Without the credit a path could skip a
+/// weak match at its start and take a strong one at its end for free, and the
+/// shift would propagate window after window.
+fn best_end(
+    h: &[f32],
+    (i0, j0): (usize, usize),
+    (il, jl): (usize, usize),
+    credit: &Credit,
+) -> (usize, usize) {
+    let w = jl + 1;
+    let mut best = (il, jl);
+    let mut score = h[il * w + jl];
+    let mut acc = 0.0f32;
+    for j in (0..jl).rev() {
+        acc += (credit.kernel)(j0 + j);
+        if h[il * w + j] + acc > score {
+            score = h[il * w + j] + acc;
+            best = (il, j);
+        }
+    }
+    let mut acc = 0.0f32;
+    for i in (0..il).rev() {
+        acc += (credit.log)(i0 + i);
+        if h[i * w + jl] + acc > score {
+            score = h[i * w + jl] + acc;
+            best = (i, jl);
+        }
+    }
+    best
+}
+
+/// Moves from (0, 0) to `end` in order, each with its start cell.
+fn traceback(b: &[u8], w: usize, end: (usize, usize), path: &mut Vec<(u8, u32, u32)>) {
+    path.clear();
+    let (mut i, mut j) = end;
+    while i > 0 || j > 0 {
+        let mv = b[i * w + j];
+        debug_assert!(mv != 0, "traceback left the band at ({i}, {j})");
+        let (lc, kc) = move_size(mv);
+        i -= lc;
+        j -= kc;
+        path.push((mv, i as u32, j as u32));
+    }
+    path.reverse();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::align::features::FeatureWeights;
+    use crate::entry::{KernelEntry, KernelKind, LogEntry};
+    use commlens_core::OpKind;
+
+    fn run(logs: &[LogEntry], kernels: &[KernelEntry], p: &WindowParams) -> Vec<Group> {
+        let li: Vec<u32> = (0..logs.len() as u32).collect();
+        let ki: Vec<u32> = (0..kernels.len() as u32).collect();
+        let s = Scorer::new(logs, kernels, &li, &ki, FeatureWeights::default(), true);
+        align_stream(&s, p)
+    }
+
+    #[test]
+    fn long_identical_runs_span_many_windows() {
+        let kinds = [OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter];
+        let logs: Vec<LogEntry> = (0..1000).map(|i| LogEntry::of_kind(kinds[i % 3])).collect();
+        let kernels: Vec<KernelEntry> = (0..1000)
+            .map(|i| KernelEntry::of_kind(KernelKind::Op(kinds[i % 3])))
+            .collect();
+        let p = WindowParams {
+            logs: 16,
+            slack: 8,
+            ..WindowParams::default()
+        };
+        let g = run(&logs, &kernels, &p);
+        assert_eq!(g.len(), 1000);
+        assert!(g
+            .iter()
+            .enumerate()
+            .all(|(x, g)| g.j as usize == x && g.first as usize == x));
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_window_is_bridged() {
+        // 200 Broadcast records with no kernels, then AllReduce on both sides.
+        let mut logs: Vec<LogEntry> = (0..200)
+            .map(|_| LogEntry::of_kind(OpKind::Broadcast))
+            .collect();
+        logs.extend((0..50).map(|_| LogEntry::of_kind(OpKind::AllReduce)));
+        let kernels: Vec<KernelEntry> = (0..50)
+            .map(|_| KernelEntry::of_kind(KernelKind::Op(OpKind::AllReduce)))
+            .collect();
+        let p = WindowParams {
+            logs: 16,
+            slack: 8,
+            ..WindowParams::default()
+        };
+        let g = run(&logs, &kernels, &p);
+        assert_eq!(g.len(), 50);
+        assert!(g.iter().all(|g| g.first >= 200));
+    }
+}
