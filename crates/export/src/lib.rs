@@ -3,7 +3,17 @@
 //!
 //! A [`Table`] is plain strings; analyses decide what goes in it, this crate
 //! only decides how it looks.
+//!
+//! Trace export: [`chrome`] writes an [`commlens_core::OpTable`] as Chrome
+//! trace JSON and [`perfetto`] as a Perfetto protobuf trace, both streamed,
+//! both with the track layout and per-operation arguments of [`timeline`]
+//! (one process per rank, one track per stream, overflow tracks for
+//! overlaps); callers add analysis results through [`timeline::Enrich`].
 
+pub mod chrome;
+pub mod perfetto;
 pub mod table;
+pub mod timeline;
 
 pub use table::{human_bytes, Align, Table};
+pub use timeline::{ArgValue, Enrich, NoEnrich, TraceOptions, TraceSummary};
