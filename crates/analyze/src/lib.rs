@@ -5,8 +5,18 @@
 //!   built by an [`stats::Aggregate`] that consumes operations one at a time,
 //!   so it works on a stream as well as on a stored table;
 //! * [`bottleneck`]: the slowest link inside each logical communicator
-//!   (thesis eq. 4.12), from the topology NCCL printed.
+//!   (thesis eq. 4.12), from the topology NCCL printed;
+//! * [`bandwidth`]: per-operation algbw/busbw (nccl-tests or thesis
+//!   convention), theoretical limits from the bottleneck and efficiency, with
+//!   p10/median/p90 per communicator and per message size;
+//! * [`clock`]: per-rank GPU clock offsets from matched collective instances
+//!   (thesis eqs. 4.7–4.8), chained across communicators, and their application;
+//! * [`classify`]: the parallelism (TP/PP/DP/EP/CP/MP/embedding/world) of each
+//!   logical communicator, from given Megatron sizes or inferred, with evidence.
 
+pub mod bandwidth;
 pub mod bottleneck;
+pub mod classify;
+pub mod clock;
 pub mod hang;
 pub mod stats;

@@ -47,6 +47,15 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Writes the operations of any input as Chrome (trace.json) and Perfetto
+    /// (trace.pftrace) traces: one process per rank, one track per stream.
+    Trace {
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output folder.
+        #[arg(short, long)]
+        out: PathBuf,
+    },
     /// Merges per-rank in-flight dumps (from the commlens plugin) and names the
     /// first stalled collective, the ranks that never entered it, and a verdict.
     Hang {
@@ -73,6 +82,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
+        Command::Trace { inputs, out } => cmd::trace::run(&inputs, &out),
         Command::Hang { inputs, format, still_running_ms } => cmd::hang::run(&inputs, format, still_running_ms),
         Command::Demo { out } => cmd::demo::run(out),
     };
