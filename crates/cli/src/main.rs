@@ -3,6 +3,7 @@
 //! crates (ingest → core → analyze → export).
 
 mod cmd;
+mod enrich;
 mod progress;
 mod render;
 

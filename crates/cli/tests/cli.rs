@@ -153,3 +153,25 @@ fn hang_names_the_collective_and_the_rank() {
     assert!(err.contains("junk.json") && err.contains("commlens-hang"), "{err}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn trace_writes_chrome_and_perfetto_files() {
+    let dir = demo_dir("trace");
+    let out = dir.join("trace-out");
+    let (code, stdout, err) = commlens(&["trace", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("496 CPU-only instants"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("trace.json")).unwrap()).unwrap();
+    let instants = json["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "i").count();
+    assert_eq!(instants, 496);
+    // Every instant carries the communicator's inferred parallelism class.
+    assert!(json["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .all(|e| e["args"]["parallelism"].is_string()));
+    assert!(std::fs::metadata(out.join("trace.pftrace")).unwrap().len() > 1000);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,10 +1,12 @@
 //! `commlens trace INPUTS -o DIR`: writes the table of any input kind as a
 //! Chrome trace (`trace.json`) and a Perfetto trace (`trace.pftrace`): one
 //! process per rank, one track per CUDA stream, the operation's metadata as
-//! slice arguments.
+//! slice arguments, with bandwidth, efficiency and the communicator's
+//! parallelism class added.
 
 use super::CmdResult;
-use commlens_export::{chrome, perfetto, NoEnrich, TraceOptions};
+use crate::enrich::Enrichment;
+use commlens_export::{chrome, perfetto, TraceOptions};
 use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
@@ -17,10 +19,12 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let opts = TraceOptions::default();
+    // Bandwidth, efficiency and parallelism class as slice arguments.
+    let enrich = Enrichment::new(t);
     let json = out.join("trace.json");
     let pf = out.join("trace.pftrace");
-    let s = chrome::write_chrome_trace_file(t, &NoEnrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
-    perfetto::write_perfetto_trace_file(t, &NoEnrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
+    let s = chrome::write_chrome_trace_file(t, &enrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
+    perfetto::write_perfetto_trace_file(t, &enrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
     println!(
         "wrote {} and {}: {} ranks, {} tracks ({} for overlapping operations), {} slices with GPU time, {} CPU-only instants, {} untimed",
         json.display(),
