@@ -163,15 +163,14 @@ fn trace_writes_chrome_and_perfetto_files() {
     assert!(stdout.contains("496 CPU-only instants"), "{stdout}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("trace.json")).unwrap()).unwrap();
-    let instants = json["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "i").count();
-    assert_eq!(instants, 496);
-    // Every instant carries the communicator's inferred parallelism class.
-    assert!(json["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["ph"] == "i")
-        .all(|e| e["args"]["parallelism"].is_string()));
+    // One instant per operation on its CPU track (category nccl_enqueue)
+    // and one more on the rank's parallelism track.
+    let events = json["traceEvents"].as_array().unwrap();
+    let ops: Vec<_> = events.iter().filter(|e| e["ph"] == "i" && e["cat"] == "nccl_enqueue").collect();
+    assert_eq!(ops.len(), 496);
+    assert_eq!(events.iter().filter(|e| e["ph"] == "i").count(), 2 * 496);
+    // Every operation carries its communicator's inferred parallelism class.
+    assert!(ops.iter().all(|e| e["args"]["parallelism"].is_string()));
     assert!(std::fs::metadata(out.join("trace.pftrace")).unwrap().len() > 1000);
     let _ = std::fs::remove_dir_all(&dir);
 }
