@@ -2,7 +2,9 @@
 //! serialized by the registry mutex), the background writer thread, the
 //! on-demand flush, the END record and file closing at the last finalize, and
 //! the exit/unload handler (`.fini_array`), which also frees what the statics
-//! own when the image really goes away.
+//! own when the image really goes away. The writer also services the
+//! in-flight dump triggers ([`crate::hang::poll`]); the end of a session
+//! restores the signal handler that was there before ([`crate::signal`]).
 
 use crate::record::{self, kind, Enc};
 use crate::session::{
@@ -34,6 +36,9 @@ pub(crate) fn shutdown(at_exit: bool) {
     }
     let mut reg = lock(&REG);
     if reg.session.is_none() {
+        if at_exit {
+            crate::signal::uninstall();
+        }
         return;
     }
     if (reg.active > 0 && !at_exit) || (at_exit && reg.ended && reg.active == 0) {
@@ -41,6 +46,7 @@ pub(crate) fn shutdown(at_exit: bool) {
         // last finalize already closed it: write what is left.
         drain(&mut reg);
         if at_exit {
+            crate::signal::uninstall();
             if let Some(s) = reg.session.as_mut() {
                 s.file = None;
             }
@@ -48,6 +54,7 @@ pub(crate) fn shutdown(at_exit: bool) {
         return;
     }
     reg.ended = true;
+    crate::signal::uninstall();
     // Everything buffered first, then END as the file's last record.
     drain(&mut reg);
     let drops = reg.reaped_drops + reg.rings.iter().map(|e| e.ring.drops.load(Ordering::Relaxed)).sum::<u64>();
@@ -69,8 +76,8 @@ pub(crate) fn spawn_writer(reg: &mut Registry, period_ms: u64) {
         if WRITER_GEN.load(Ordering::SeqCst) != generation {
             break;
         }
-        let mut reg = lock(&REG);
-        drain(&mut reg);
+        drain(&mut lock(&REG));
+        crate::hang::poll();
     });
     match spawned {
         Ok(h) => {
@@ -199,6 +206,8 @@ extern "C" fn at_unload() {
             }
             reg.session = None;
             (reg.comms, reg.cold, reg.rings) = (Vec::new(), Vec::new(), Vec::new());
+            // SAFETY: no thread that ran plugin code is left (all rings died and were freed).
+            unsafe { crate::inflight::reset() };
             drop(reg);
             *lock(&STRINGS) = Strings { by_ptr: Vec::new(), by_text: Vec::new(), pending: Vec::new() };
         }

@@ -9,22 +9,27 @@
 //! * [`callbacks`]: the `extern "C"` callbacks (panic-guarded);
 //! * [`session`]: per-thread producer state, registry, communicators, strings;
 //! * [`flush`]: drain, background writer, END record, exit/unload handler;
+//! * [`inflight`]: per-communicator pending/current/past operations (hang view);
+//! * [`hang`]: `commlens-hang` JSON dumps and their triggers; [`signal`]: the dump signal;
 //! * [`ring`]: the single-producer single-consumer byte ring;
 //! * [`record`]: the record encoder (the format is specified in `FORMAT.md`);
 //! * [`config`]: environment variables; [`sys`]: the few OS calls.
 //!
 //! Exported symbols: `ncclProfiler_v7`, `ncclProfiler_v6`, `ncclProfiler_v5`,
-//! `ncclProfiler_v4` (NCCL picks the newest it knows), `commlens_profiler_flush`
-//! and `commlens_profiler_output_path`. Use it with
+//! `ncclProfiler_v4` (NCCL picks the newest it knows), `commlens_profiler_flush`,
+//! `commlens_profiler_output_path` and `commlens_profiler_dump_inflight`. Use it with
 //! `NCCL_PROFILER_PLUGIN=/abs/path/libcommlens_plugin.so`.
 
 pub mod abi;
 pub mod callbacks;
 pub mod config;
 pub mod flush;
+pub mod hang;
+pub mod inflight;
 pub mod record;
 pub mod ring;
 pub mod session;
+pub mod signal;
 pub mod sys;
 
 use abi::*;
@@ -83,6 +88,17 @@ pub static ncclProfiler_v4: ProfilerV4 = ProfilerV4 {
 #[no_mangle]
 pub extern "C" fn commlens_profiler_flush() -> c_int {
     callbacks::guard(|| if flush::flush() { NCCL_SUCCESS } else { NCCL_SYSTEM_ERROR })
+}
+
+/// Writes the in-flight dumps (`commlens-hang-<host>-<pid>-dev<N>.json`, one per device
+/// this process drives, reason `request`) into `COMMLENS_PLUGIN_DIR` now. Returns the
+/// number of files written (0 without a live communicator), or -1 on an I/O error.
+#[no_mangle]
+pub extern "C" fn commlens_profiler_dump_inflight() -> c_int {
+    callbacks::guard(|| match hang::dump("request") {
+        Ok(n) => n.min(c_int::MAX as usize) as c_int,
+        Err(_) => -1,
+    })
 }
 
 /// Copies the output file's path (NUL-terminated) into `buf` of `len` bytes.

@@ -6,7 +6,10 @@
 //! small string cache; no lock, no allocation after the thread's first event.
 //! Locks are taken only to register a thread, intern a string the thread has
 //! not seen, init/finalize a communicator, and drain (the registry mutex
-//! serializes the single consumer of every ring).
+//! serializes the single consumer of every ring); and, for the in-flight view
+//! ([`crate::inflight`]), the handle's own small mutex at Coll/P2p/KernelCh/
+//! ProxyOp/ProxyStep starts and KernelChStop (a proxy thread's `Local` keeps
+//! the open KernelCh handles for the latter).
 //!
 //! Handles and contexts are numbers, never pointers: an event handle is
 //! `thread_index << 40 | counter` (never 0, never dereferenced), a context is
@@ -15,6 +18,7 @@
 
 use crate::abi::LogFn;
 use crate::config::{config, Config};
+use crate::inflight::{self, KchMap};
 use crate::record::{self, kind, Enc};
 use crate::ring::{Pushed, Ring};
 use crate::sys;
@@ -23,7 +27,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::{JoinHandle, Thread};
 
@@ -35,6 +39,8 @@ pub struct Local {
     next_id: u64,
     cached_tail: u64,
     strings: [(usize, u32); STR_CACHE],
+    /// Open KernelCh handles of this thread (allocated at its first tracked KernelCh).
+    kch: *mut KchMap,
 }
 
 impl Drop for Local {
@@ -43,12 +49,22 @@ impl Drop for Local {
             // SAFETY: the registry frees a ring only after this store (ring dead and drained).
             unsafe { (*self.ring).alive.store(false, Ordering::Release) };
         }
+        if !self.kch.is_null() {
+            // SAFETY: from Box::into_raw in `kch_insert`, freed once.
+            drop(unsafe { Box::from_raw(std::mem::replace(&mut self.kch, std::ptr::null_mut())) });
+        }
     }
 }
 
 thread_local! {
     static LOCAL: UnsafeCell<Local> = const {
-        UnsafeCell::new(Local { ring: std::ptr::null(), next_id: 0, cached_tail: 0, strings: [(0, 0); STR_CACHE] })
+        UnsafeCell::new(Local {
+            ring: std::ptr::null(),
+            next_id: 0,
+            cached_tail: 0,
+            strings: [(0, 0); STR_CACHE],
+            kch: std::ptr::null_mut(),
+        })
     };
 }
 
@@ -58,6 +74,8 @@ pub(crate) static LOST: AtomicU64 = AtomicU64::new(0);
 pub static PANICS: AtomicU64 = AtomicU64::new(0);
 static SALT: AtomicU32 = AtomicU32::new(0);
 static PID: AtomicU32 = AtomicU32::new(0);
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` at session start (0: no session yet).
+static EPOCH_OFFSET: AtomicI64 = AtomicI64::new(0);
 pub(crate) static WRITER_GEN: AtomicU64 = AtomicU64::new(0);
 /// The running writer's handle, for `unpark` from the hot path. Boxes are leaked on purpose
 /// (one per writer start) so the pointer is always valid.
@@ -120,6 +138,41 @@ impl Local {
         self.strings[slot] = (p as usize, id);
         id
     }
+
+    /// Remembers an open KernelCh of operation `op` for its KernelChStop.
+    pub fn kch_insert(&mut self, id: u64, comm: u32, op: u64) {
+        if self.kch.is_null() {
+            self.kch = Box::into_raw(KchMap::new());
+        }
+        // SAFETY: owned by this thread's Local.
+        unsafe { (*self.kch).insert(id, comm, op) };
+    }
+
+    /// The (comm, operation) of an open KernelCh of this thread, forgotten.
+    #[inline]
+    pub fn kch_take(&mut self, id: u64) -> Option<(u32, u64)> {
+        if self.kch.is_null() {
+            return None;
+        }
+        // SAFETY: owned by this thread's Local.
+        unsafe { (*self.kch).take(id) }
+    }
+}
+
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` of the session (add to a record time for epoch ns).
+pub fn epoch_offset() -> Option<i64> {
+    Some(EPOCH_OFFSET.load(Ordering::Relaxed)).filter(|&o| o != 0)
+}
+
+/// Runs `f` with a resolver of interned string ids (under the string-table lock).
+pub fn with_strings<R>(f: impl FnOnce(&dyn Fn(u32) -> String) -> R) -> R {
+    let s = lock(&STRINGS);
+    let text = |id: u32| {
+        id.checked_sub(1)
+            .and_then(|i| s.by_text.get(i as usize))
+            .map_or_else(String::new, |(t, _)| String::from_utf8_lossy(t).into_owned())
+    };
+    f(&text)
 }
 
 #[inline]
@@ -290,6 +343,7 @@ fn create_session(cfg: &Config) -> Result<Session, String> {
         SALT.store(salt, Ordering::Relaxed);
     }
     PID.store(pid, Ordering::Relaxed);
+    EPOCH_OFFSET.store((real as i64).wrapping_sub(mono as i64), Ordering::Relaxed);
     let dir = crate::config::output_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join(format!("commlens-{host}-{pid}-{real:x}.clp"));
@@ -335,7 +389,8 @@ pub unsafe fn init_comm(
 ) -> Option<*mut c_void> {
     let cfg = config();
     let (dev, bus) = if cfg.cuda_probe { sys::current_cuda_device() } else { (None, None) };
-    let name_id = intern_text(&sys::c_string(name, record::MAX_STRING));
+    let name_text = sys::c_string(name, record::MAX_STRING);
+    let name_id = intern_text(&name_text);
     let mut reg = lock(&REG);
     if forked() {
         // A child forked after the parent's session started: start its own file, drop
@@ -349,6 +404,8 @@ pub unsafe fn init_comm(
         for e in &reg.rings {
             e.ring.release(e.ring.head.load(Ordering::Acquire));
         }
+        // SAFETY: only this thread exists in the child, and it is here.
+        unsafe { inflight::reset() };
         // The child's file needs every string id its threads have cached.
         let mut st = lock(&STRINGS);
         let Strings { by_text, pending, .. } = &mut *st;
@@ -382,8 +439,11 @@ pub unsafe fn init_comm(
     e.u32(idx).u64(comm_hash).i32(rank).i32(nranks).i32(n_nodes).u64(sys::mono_ns());
     e.i32(dev.unwrap_or(-1)).i64(bus.unwrap_or(-1)).u32(name_id).u32(mask);
     reg.cold.extend_from_slice(e.finish());
+    inflight::register(idx, comm_hash, rank, nranks, dev, &name_text, mask);
     if reg.writer.is_none() && cfg.flush_ms > 0 {
         spawn_writer(&mut reg, cfg.flush_ms);
+        // The writer services the signal, so the handler exists only while it runs.
+        crate::signal::install(cfg.hang_signal);
     }
     let path = reg.session.as_ref().map(|s| s.path.display().to_string()).unwrap_or_default();
     drop(reg);
@@ -410,6 +470,7 @@ pub fn finalize_comm(ctx: *mut c_void) {
     }
     reg.comms[i] = false;
     reg.active -= 1;
+    inflight::retire(idx);
     let mut e = Enc::new(kind::COMM_FINI, 0);
     e.u32(idx).u64(sys::mono_ns());
     reg.cold.extend_from_slice(e.finish());

@@ -16,84 +16,9 @@ use commlens_ingest::plugin_out::{self, Fields, PluginTrace, FLAG_CTX_FOREIGN, F
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// The plugin cdylib cargo built for this test (same profile, same target dir).
-fn plugin_so() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let deps = exe.parent().expect("deps dir");
-    for cand in [deps.join("libcommlens_plugin.so"), deps.join("../libcommlens_plugin.so")] {
-        if cand.is_file() {
-            return cand;
-        }
-    }
-    panic!("libcommlens_plugin.so not found next to {} (cargo builds it with this test)", exe.display());
-}
-
-struct Harness {
-    asan: PathBuf,
-    plain: PathBuf,
-}
-
-fn compile(out: &Path, name: &str, asan: bool) -> PathBuf {
-    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let tool = cc::Build::new()
-        .target(&target)
-        .host(&target)
-        .opt_level(1)
-        .debug(true)
-        .cargo_metadata(false)
-        .try_get_compiler()
-        .unwrap_or_else(|e| panic!("no C compiler for the harness: {e}"));
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/fake_nccl.c");
-    let exe = out.join(name);
-    let mut cmd = tool.to_command();
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-rdynamic"]);
-    if asan {
-        cmd.args(["-fsanitize=address", "-fno-omit-frame-pointer"]);
-    }
-    cmd.arg(&src).arg("-o").arg(&exe).arg("-ldl");
-    let o = cmd.output().expect("run the C compiler");
-    assert!(o.status.success(), "compiling the harness failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    exe
-}
-
-fn harness() -> &'static Harness {
-    static H: OnceLock<Harness> = OnceLock::new();
-    H.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("commlens-plugin-harness");
-        std::fs::create_dir_all(&out).unwrap();
-        Harness { asan: compile(&out, "fake_nccl_asan", true), plain: compile(&out, "fake_nccl", false) }
-    })
-}
-
-/// A fresh, empty output folder for one run.
-fn out_dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("commlens-plugin-out").join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(cmd: &mut Command, dir: &Path, env: &[(&str, &str)]) -> Output {
-    cmd.env("COMMLENS_PLUGIN_DIR", dir).env("RUST_BACKTRACE", "0").env_remove("COMMLENS_PLUGIN_MASK");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let o = cmd.output().expect("run the harness");
-    assert!(
-        o.status.success(),
-        "harness failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
+mod support;
+use support::{ci, harness, out_dir, plugin_so, run};
 
 /// `EMITTED starts=… stops=… states=… null_handles=…` → the four numbers.
 fn emitted(o: &Output) -> [u64; 4] {

@@ -47,7 +47,9 @@ impl LogSig {
     pub fn of(l: &LogEntry) -> LogSig {
         LogSig {
             kind: l.kind as u8,
-            p2p: l.kind.is_p2p(),
+            // NCCL runs AllToAll, Gather and Scatter as grouped point-to-point:
+            // their kernels are SendRecv (seen in the HTA traces).
+            p2p: runs_as_p2p(l.kind),
             reduces: matches!(
                 l.kind,
                 OpKind::AllReduce | OpKind::ReduceScatter | OpKind::Reduce
@@ -147,4 +149,10 @@ mod tests {
             redop_code(Some(RedOp::User(6)))
         );
     }
+}
+
+/// Operations whose kernels are `SendRecv`: Send/Recv, and the collectives
+/// NCCL builds from grouped point-to-point (AllToAll, Gather, Scatter).
+pub fn runs_as_p2p(k: OpKind) -> bool {
+    k.is_p2p() || matches!(k, OpKind::AllToAll | OpKind::Gather | OpKind::Scatter)
 }

@@ -166,6 +166,8 @@ fn class(k: OpKind) -> usize {
         OpKind::Broadcast => 3,
         OpKind::Reduce => 4,
         OpKind::Send | OpKind::Recv | OpKind::SendRecv => 5,
+        // Grouped point-to-point underneath: SendRecv kernels.
+        OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => 5,
         _ => 6,
     }
 }

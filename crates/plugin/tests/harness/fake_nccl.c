@@ -12,6 +12,8 @@
  *   fake_nccl PLUGIN.so fork          a child forked after init exits normally / inits its own comm
  *   fake_nccl PLUGIN.so unload R      R rounds of dlopen, init, events on a thread, finalize, dlclose
  *   fake_nccl PLUGIN.so bench N T     ns per start/record/stop triple, plugin vs an empty table
+ *   fake_nccl PLUGIN.so hang-join|hang-ring|hang-timeout|hang-signal
+ *                                     stalled collectives and in-flight dumps (hang.c)
  *
  * Prints "EMITTED starts=… stops=… states=… null_handles=…" (what the plugin must have
  * recorded) and exits non-zero on any failed check. */
@@ -19,6 +21,7 @@
 #include "fake_nccl.h"
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +55,8 @@ static const prof4_t* P4;
 static int expect_mask;
 static int (*flush_fn)(void);
 static int (*path_fn)(char*, size_t);
+static int (*dump_fn)(void);
+static atomic_int hang_dumps; /* "wrote … in-flight dump(s)" messages the plugin logged */
 
 static uint64_t now_ns(clockid_t c) {
   struct timespec t;
@@ -61,12 +66,13 @@ static uint64_t now_ns(clockid_t c) {
 
 static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   (void)flags; (void)file; (void)line;
+  char msg[4096];
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "[nccl log %d] ", level);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  fprintf(stderr, "[nccl log %d] %s\n", level, msg);
+  if (strstr(msg, "in-flight dump(s)")) atomic_fetch_add(&hang_dumps, 1);
 }
 
 /* NCCL's wrappers: start always, stop/record only for non-NULL handles. */
