@@ -68,30 +68,11 @@ impl Builder {
         let seq = self.next_seq[c.ix()];
         self.next_seq[c.ix()] += 1;
         let op = CollOp {
-            proc: cm.proc,
-            dev,
-            comm: c,
-            comm_seq: seq,
             tid: 1,
             seq,
-            kind,
-            count,
-            dtype,
-            bytes: count * dtype.size_bytes().unwrap_or(0),
-            redop: None,
-            root: None,
-            peer: None,
-            algo: None,
-            proto: None,
-            channels: None,
-            sendbuff: 0,
-            recvbuff: 0,
-            stream: None,
-            cpu_ts_ns: None,
+            comm_seq: seq,
             gpu: gpu.map(|(s, e)| GpuSpan { start_ns: s, end_ns: e }),
-            kernel: None,
-            line: 0,
-            recovered: false,
+            ..CollOp::new(cm.proc, dev, c, kind, count, dtype)
         };
         self.t.per_rank[dev.ix()].push(op);
         self.t.per_rank[dev.ix()].len() - 1

@@ -312,32 +312,8 @@ mod tests {
     use commlens_core::DataType;
 
     fn op(dev: u32, comm: u32, kind: OpKind, bytes: u64) -> CollOp {
-        CollOp {
-            proc: ProcIdx(dev),
-            dev: DevIdx(dev),
-            comm: CommIdx(comm),
-            comm_seq: 0,
-            tid: 1,
-            seq: 0,
-            kind,
-            count: bytes / 4,
-            dtype: DataType::Float32,
-            bytes,
-            redop: None,
-            root: None,
-            peer: None,
-            algo: None,
-            proto: None,
-            channels: None,
-            sendbuff: 0,
-            recvbuff: 0,
-            stream: None,
-            cpu_ts_ns: None,
-            gpu: None,
-            kernel: None,
-            line: 1,
-            recovered: false,
-        }
+        let op = CollOp::new(ProcIdx(dev), DevIdx(dev), CommIdx(comm), kind, bytes / 4, DataType::Float32);
+        CollOp { tid: 1, line: 1, ..op }
     }
 
     #[test]

@@ -242,6 +242,40 @@ pub struct CollOp {
     pub recovered: bool,
 }
 
+impl CollOp {
+    /// An operation with its identity, kind and size; every optional field
+    /// empty, `bytes = count × sizeof(dtype)` (0 for unknown types), line 0.
+    /// Readers and tests fill in the rest with struct update syntax.
+    pub fn new(proc: ProcIdx, dev: DevIdx, comm: CommIdx, kind: OpKind, count: u64, dtype: DataType) -> CollOp {
+        CollOp {
+            proc,
+            dev,
+            comm,
+            comm_seq: 0,
+            tid: 0,
+            seq: 0,
+            kind,
+            count,
+            dtype,
+            bytes: dtype.size_bytes().map_or(0, |s| count.saturating_mul(s)),
+            redop: None,
+            root: None,
+            peer: None,
+            algo: None,
+            proto: None,
+            channels: None,
+            sendbuff: 0,
+            recvbuff: 0,
+            stream: None,
+            cpu_ts_ns: None,
+            gpu: None,
+            kernel: None,
+            line: 0,
+            recovered: false,
+        }
+    }
+}
+
 /// The canonical table: everything commlens knows about one run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OpTable {

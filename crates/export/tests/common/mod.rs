@@ -16,32 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 pub fn op(dev: u32, comm: u32, kind: OpKind) -> CollOp {
-    CollOp {
-        proc: ProcIdx(dev),
-        dev: DevIdx(dev),
-        comm: CommIdx(comm),
-        comm_seq: 0,
-        tid: 1,
-        seq: 0,
-        kind,
-        count: 1024,
-        dtype: DataType::Float32,
-        bytes: 4096,
-        redop: None,
-        root: None,
-        peer: None,
-        algo: None,
-        proto: None,
-        channels: None,
-        sendbuff: 0,
-        recvbuff: 0,
-        stream: None,
-        cpu_ts_ns: None,
-        gpu: None,
-        kernel: None,
-        line: 1,
-        recovered: false,
-    }
+    let op = CollOp::new(ProcIdx(dev), DevIdx(dev), CommIdx(comm), kind, 1024, DataType::Float32);
+    CollOp { tid: 1, line: 1, ..op }
 }
 
 pub fn gpu(mut o: CollOp, stream: Option<u64>, start_ns: i64, end_ns: i64) -> CollOp {
