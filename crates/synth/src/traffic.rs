@@ -187,24 +187,7 @@ impl Ctx<'_> {
         }
         let lf = self.layer_flops();
         for l in 0..c.layers_per_stage() as u64 {
-            self.compute(lf / 3.0);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x1000 + l * 16 + (mb as u64 & 1),
-            );
-            self.compute(lf * 2.0 / 3.0);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x1000 + l * 16 + 2 + (mb as u64 & 1),
-            );
+            self.layer_all_reduces(0x1000 + l * 16, mb, act, lf / 3.0, lf * 2.0 / 3.0);
         }
         if self.last {
             let logits = 2.0 * act as f64 * c.vocab as f64 / c.tp as f64;
@@ -214,6 +197,15 @@ impl Ctx<'_> {
             self.coll(self.tp, Coll::AllReduce, tok, FLOAT32, 0, 0x302);
             self.compute(1e8);
         }
+    }
+
+    /// One transformer layer's two TP AllReduces (attention, then MLP), each
+    /// after its compute; `tag` seeds the buffer addresses.
+    fn layer_all_reduces(&mut self, tag: u64, mb: usize, act: u64, attn_flops: f64, mlp_flops: f64) {
+        self.compute(attn_flops);
+        self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + (mb as u64 & 1));
+        self.compute(mlp_flops);
+        self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + 2 + (mb as u64 & 1));
     }
 
     fn backward(&mut self, mb: usize) {
@@ -232,24 +224,7 @@ impl Ctx<'_> {
         }
         let lf = self.layer_flops();
         for l in (0..c.layers_per_stage() as u64).rev() {
-            self.compute(lf * 4.0 / 3.0);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x2000 + l * 16 + (mb as u64 & 1),
-            );
-            self.compute(lf * 2.0 / 3.0);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x2000 + l * 16 + 2 + (mb as u64 & 1),
-            );
+            self.layer_all_reduces(0x2000 + l * 16, mb, act, lf * 4.0 / 3.0, lf * 2.0 / 3.0);
         }
         if self.first {
             self.compute(2.0 * act as f64);

@@ -498,37 +498,25 @@ impl LogParser {
         let version = self.table.processes[proc.ix()].nccl_version.or(self.bare_version);
         let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
         let count = l.count.unwrap_or(0);
-        let bytes = dtype.size_bytes().map_or(0, |s| count.saturating_mul(s));
         let root = l.root.and_then(|r| u32::try_from(r).ok());
         let reduces = matches!(
             kind,
             commlens_core::OpKind::AllReduce | commlens_core::OpKind::Reduce | commlens_core::OpKind::ReduceScatter
         );
         CollOp {
-            proc,
-            dev,
-            comm: c,
             comm_seq,
             tid: seg.tid,
             seq: l.op_count.unwrap_or(0),
-            kind,
-            count,
-            dtype,
-            bytes,
             redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
             root: if kind.is_rooted() { root } else { None },
             peer: if kind.is_p2p() { root } else { None },
-            algo: None,
-            proto: None,
-            channels: None,
             sendbuff: l.sendbuff.unwrap_or(0),
             recvbuff: l.recvbuff.unwrap_or(0),
             stream: l.stream,
             cpu_ts_ns: seg.ts_ns,
-            gpu: None,
-            kernel: None,
             line: seg.line_no,
             recovered: seg.cut,
+            ..CollOp::new(proc, dev, c, kind, count, dtype)
         }
     }
 
