@@ -12,11 +12,14 @@
 //! * [`clock`]: per-rank GPU clock offsets from matched collective instances
 //!   (thesis eqs. 4.7–4.8), chained across communicators, and their application;
 //! * [`classify`]: the parallelism (TP/PP/DP/EP/CP/MP/embedding/world) of each
-//!   logical communicator, from given Megatron sizes or inferred, with evidence.
+//!   logical communicator, from given Megatron sizes or inferred, with evidence;
+//! * [`diff`]: comparable figures of a run and their comparison with another
+//!   (regressions beyond a threshold, for CI).
 
 pub mod bandwidth;
 pub mod bottleneck;
 pub mod classify;
 pub mod clock;
+pub mod diff;
 pub mod hang;
 pub mod stats;

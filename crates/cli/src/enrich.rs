@@ -15,6 +15,8 @@ pub struct Enrichment<'t> {
     /// sees the operation, and the table is borrowed for our whole lifetime.
     refs: HashMap<usize, OpRef>,
     class: Vec<Option<Parallelism>>,
+    /// Per device, per operation: confidence of the fusion match, when fused.
+    confidence: Option<&'t [Vec<Option<f32>>]>,
 }
 
 impl<'t> Enrichment<'t> {
@@ -30,8 +32,55 @@ impl<'t> Enrichment<'t> {
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);
         }
-        Enrichment { table, bw, refs, class }
+        Enrichment { table, bw, refs, class, confidence: None }
     }
+
+    /// Adds each operation's fusion confidence (`commlens_fuse::FuseReport::confidence`).
+    pub fn with_confidence(mut self, c: &'t [Vec<Option<f32>>]) -> Self {
+        self.confidence = Some(c);
+        self
+    }
+
+    /// Bandwidth figures and class of one operation, as the trace arguments
+    /// say them (for other sinks: Parquet columns).
+    pub fn op_figures(&self, d: usize, i: usize) -> OpFigures {
+        let b = self.bw.get(OpRef { dev: DevIdx(d as u32), index: i as u32 });
+        let op = &self.table.per_rank[d][i];
+        OpFigures {
+            algbw_gb_s: b.and_then(|b| b.m.algbw_gb_s),
+            busbw_gb_s: b.and_then(|b| b.m.busbw_gb_s),
+            efficiency: b.and_then(|b| b.m.efficiency),
+            parallelism: self.class_label(op),
+            confidence: self.confidence.and_then(|c| c.get(d)?.get(i).copied().flatten()),
+        }
+    }
+}
+
+/// Per-operation figures for column sinks.
+pub struct OpFigures {
+    pub algbw_gb_s: Option<f64>,
+    pub busbw_gb_s: Option<f64>,
+    pub efficiency: Option<f64>,
+    pub parallelism: Option<String>,
+    pub confidence: Option<f32>,
+}
+
+/// NVTX / profiler-step ranges of kernel traces, for the exporters' ranges
+/// process (rank from the trace's `distributedInfo` or its process).
+pub fn trace_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<commlens_export::TimeRange> {
+    let mut out = Vec::new();
+    for t in traces {
+        for r in &t.ranges {
+            let rank = t.ranks.iter().find(|x| x.pid == r.pid).and_then(|x| x.rank);
+            out.push(commlens_export::TimeRange {
+                name: t.names.get(r.name as usize).cloned().unwrap_or_default(),
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                rank,
+            });
+        }
+    }
+    out
 }
 
 impl Enrich for Enrichment<'_> {
@@ -40,7 +89,13 @@ impl Enrich for Enrichment<'_> {
         if let Some(p) = self.class_label(op) {
             out.push(("parallelism", ArgValue::Str(p)));
         }
-        let Some(b) = self.refs.get(&(op as *const CollOp as usize)).and_then(|r| self.bw.get(*r)) else {
+        let r = self.refs.get(&(op as *const CollOp as usize));
+        if let (Some(c), Some(r)) = (self.confidence, r) {
+            if let Some(v) = c.get(r.dev.ix()).and_then(|v| v.get(r.index as usize)).copied().flatten() {
+                out.push(("fusion confidence", ArgValue::Float(v as f64)));
+            }
+        }
+        let Some(b) = r.and_then(|r| self.bw.get(*r)) else {
             return out;
         };
         out.push(("bus factor", ArgValue::Float(b.m.bus_factor)));
@@ -67,3 +122,4 @@ impl Enrich for Enrichment<'_> {
         self.class.get(l.ix()).copied().flatten().map(|c| c.label().to_string())
     }
 }
+

@@ -69,6 +69,42 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         still_running_ms: u64,
     },
+    /// Joins NCCL logs (what each operation is) with kernel traces (when it
+    /// ran on the GPU): writes fused.parquet, trace.json, trace.pftrace and
+    /// summary.json, and prints matches, confidence and unmatched counts.
+    Fuse {
+        /// NCCL_DEBUG=INFO logs (files or folders).
+        #[arg(long = "nccl-log", required = true, num_args = 1..)]
+        nccl_log: Vec<PathBuf>,
+        /// Nsight Systems SQLite exports (`nsys export --type sqlite`), one or more per node.
+        #[arg(long, num_args = 1.., conflicts_with = "kineto", required_unless_present = "kineto")]
+        nsys: Vec<PathBuf>,
+        /// PyTorch profiler (Kineto) traces, .json or .json.gz, one per rank.
+        #[arg(long, num_args = 1..)]
+        kineto: Vec<PathBuf>,
+        /// Output folder.
+        #[arg(short, long)]
+        out: PathBuf,
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Compares two runs (operation mix, volumes, bus bandwidth per
+    /// parallelism and message size, iteration time, stragglers); exits 1
+    /// when a figure regressed beyond the threshold.
+    Diff {
+        /// Baseline run (files or a folder of any input kind).
+        a: PathBuf,
+        /// New run.
+        b: PathBuf,
+        /// Relative change, in percent, that counts as a regression.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Also list the figures that did not change.
+        #[arg(long)]
+        all: bool,
+    },
     /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
     /// and runs `stats` and `topo` on it.
     Demo {
@@ -85,8 +121,27 @@ fn main() -> ExitCode {
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
         Command::Trace { inputs, out } => cmd::trace::run(&inputs, &out),
         Command::Hang { inputs, format, still_running_ms } => cmd::hang::run(&inputs, format, still_running_ms),
+        Command::Fuse { nccl_log, nsys, kineto, out, verbose } => {
+            let (kind, traces) = if nsys.is_empty() {
+                (cmd::fuse::TraceKind::Kineto, kineto)
+            } else {
+                (cmd::fuse::TraceKind::Nsys, nsys)
+            };
+            cmd::fuse::run(&nccl_log, kind, &traces, &out, verbose)
+        }
+        Command::Diff { a, b, threshold, format, all } => {
+            return match cmd::diff::run(&a, &b, threshold, format, all) {
+                Ok(true) => ExitCode::from(1),
+                Ok(false) => ExitCode::SUCCESS,
+                Err(e) => finish(Err(e)),
+            }
+        }
         Command::Demo { out } => cmd::demo::run(out),
     };
+    finish(result)
+}
+
+fn finish(result: cmd::CmdResult) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

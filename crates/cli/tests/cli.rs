@@ -174,3 +174,43 @@ fn trace_writes_chrome_and_perfetto_files() {
     assert!(std::fs::metadata(out.join("trace.pftrace")).unwrap().len() > 1000);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Writes a generated run (`iterations` long) as logs into a fresh folder.
+fn generated_run(tag: &str, iterations: usize) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("commlens-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = commlens_synth::RunConfig { iterations, ..commlens_synth::RunConfig::default() };
+    commlens_synth::write_to_dir(&commlens_synth::generate(&cfg), &dir).unwrap();
+    dir
+}
+
+#[test]
+fn diff_exits_one_on_a_regression_only() {
+    let a = generated_run("diff-a", 2);
+    let a2 = generated_run("diff-a2", 2);
+    let b = generated_run("diff-b", 4);
+    // The same run twice: nothing changed, exit 0.
+    let (code, out, err) = commlens(&["diff", a.to_str().unwrap(), a2.to_str().unwrap(), "--all"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("AllReduce ops per rank") && !out.contains("REGRESSED"), "{out}");
+    // Twice the iterations: twice the volume (a change) and a longer run (a regression).
+    let (code, out, err) = commlens(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let span = out.lines().find(|l| l.contains("run span")).expect("span row");
+    assert!(span.contains("REGRESSED"), "{span}");
+    let vol = out.lines().find(|l| l.contains("AllReduce bytes per rank")).expect("volume row");
+    assert!(vol.contains("changed") && !vol.contains("REGRESSED"), "{vol}");
+    assert!(err.contains("regression"), "{err}");
+    // A threshold above the change passes; JSON carries every row.
+    let (code, _, _) = commlens(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--threshold", "500"]);
+    assert_eq!(code, 0);
+    let (_, json, _) = commlens(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["rows"].as_array().unwrap().iter().any(|r| r["verdict"] == "Regressed"));
+    // A missing input is an error (exit 2), not a pass.
+    let (code, _, err) = commlens(&["diff", a.to_str().unwrap(), "/nonexistent/run"]);
+    assert_eq!(code, 2, "{err}");
+    for d in [a, a2, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -15,8 +15,8 @@
 //! are `"0x…"` strings.
 
 use crate::timeline::{
-    class_args, device_order, layout_rank, merged_args, op_at, pids, process_name, ArgValue, Counting,
-    Enrich, TraceOptions, TraceSummary, TrackKind,
+    class_args, device_order, layout_rank, merged_args, op_at, pids, process_name, range_tracks, ArgValue,
+    Counting, Enrich, TraceOptions, TraceSummary, TrackKind,
 };
 use commlens_core::OpTable;
 use std::io::{self, BufWriter, Write};
@@ -65,6 +65,23 @@ pub fn write_chrome_trace<W: Write>(
                 (true, _) => sum.comm_track_events += 1,
                 (false, true) => sum.slices += 1,
                 (false, false) => sum.instants += 1,
+            }
+        }
+    }
+    if !opts.ranges.is_empty() {
+        // One more process after the ranks: the NVTX / iteration ranges.
+        let pid = pids.iter().max().map_or(0, |m| m.saturating_add(1));
+        w.meta(pid, 0, "process_name", "name", &ArgValue::Str("NVTX ranges".into()))?;
+        w.meta(pid, 0, "process_sort_index", "sort_index", &ArgValue::Uint(pid.into()))?;
+        for (k, (name, idx)) in range_tracks(&opts.ranges).into_iter().enumerate() {
+            let tid = k as u32 + 1;
+            w.meta(pid, tid, "thread_name", "name", &ArgValue::Str(name))?;
+            w.meta(pid, tid, "thread_sort_index", "sort_index", &ArgValue::Uint(tid.into()))?;
+            for i in idx {
+                let r = &opts.ranges[i];
+                let s = r.start_ns - opts.time_offset_ns;
+                w.event(&r.name, "nvtx", pid, tid, s, Some(r.end_ns - opts.time_offset_ns), &[])?;
+                sum.ranges += 1;
             }
         }
     }

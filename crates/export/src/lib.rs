@@ -9,11 +9,15 @@
 //! both with the track layout and per-operation arguments of [`timeline`]
 //! (one process per rank, one track per stream, overflow tracks for
 //! overlaps); callers add analysis results through [`timeline::Enrich`].
+//!
+//! Report: [`report`] writes one self-contained HTML page with inline SVG
+//! charts from a serializable [`report::Report`] that the caller fills.
 
 pub mod chrome;
 pub mod perfetto;
+pub mod report;
 pub mod table;
 pub mod timeline;
 
 pub use table::{human_bytes, Align, Table};
-pub use timeline::{ArgValue, Enrich, NoEnrich, TraceOptions, TraceSummary};
+pub use timeline::{ArgValue, Enrich, NoEnrich, TimeRange, TraceOptions, TraceSummary};

@@ -24,8 +24,8 @@
 pub mod proto;
 
 use crate::timeline::{
-    class_args, device_order, layout_rank, merged_args, min_time, op_at, pids, process_name, ArgValue,
-    Counting, Enrich, TraceOptions, TraceSummary, TrackKind,
+    class_args, device_order, layout_rank, merged_args, min_time, op_at, pids, process_name, range_tracks,
+    ArgValue, Counting, Enrich, TraceOptions, TraceSummary, TrackKind,
 };
 use commlens_core::OpTable;
 use prost::Message;
@@ -116,6 +116,43 @@ pub fn write_perfetto_trace<W: Write>(
                 (true, _) => sum.comm_track_events += 1,
                 (false, true) => sum.slices += 1,
                 (false, false) => sum.instants += 1,
+            }
+        }
+    }
+    if !opts.ranges.is_empty() {
+        // One more process after the ranks: the NVTX / iteration ranges.
+        let pid = pids.iter().max().map_or(0, |m| m.saturating_add(1));
+        let puuid = track_uuid(pid, None);
+        w.packet(TracePacket {
+            track_descriptor: Some(TrackDescriptor {
+                uuid: Some(puuid),
+                process: Some(ProcessDescriptor {
+                    pid: Some(pid.saturating_add(1).min(i32::MAX as u32) as i32),
+                    process_name: Some("NVTX ranges".to_string()),
+                }),
+                child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })?;
+        for (k, (name, idx)) in range_tracks(&opts.ranges).into_iter().enumerate() {
+            let track = track_uuid(pid, Some(k as u32));
+            w.packet(TracePacket {
+                track_descriptor: Some(TrackDescriptor {
+                    uuid: Some(track),
+                    parent_uuid: Some(puuid),
+                    name: Some(name),
+                    sibling_order_rank: Some(k.min(i32::MAX as usize) as i32),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })?;
+            for i in idx {
+                let r = &opts.ranges[i];
+                let off = opts.time_offset_ns;
+                w.event(ts(r.start_ns - off), track, EventType::SliceBegin, Some((r.name.as_str(), "nvtx", Vec::new())))?;
+                w.event(ts(r.end_ns - off), track, EventType::SliceEnd, None)?;
+                sum.ranges += 1;
             }
         }
     }

@@ -107,12 +107,60 @@ pub struct TraceOptions {
     pub time_offset_ns: i64,
     /// Adds the per-rank communicators/parallelism track.
     pub comm_track: bool,
+    /// NVTX / profiler-step ranges (iterations, phases), drawn in one extra
+    /// trace process `NVTX ranges` with a track per rank (lanes where they
+    /// overlap without nesting).
+    pub ranges: Vec<TimeRange>,
 }
 
 impl Default for TraceOptions {
     fn default() -> Self {
-        TraceOptions { time_offset_ns: 0, comm_track: true }
+        TraceOptions { time_offset_ns: 0, comm_track: true, ranges: Vec::new() }
     }
+}
+
+/// A named time range from a trace (NVTX push/pop or start/end, `ProfilerStep#N`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeRange {
+    pub name: String,
+    /// Same clock as the operations' GPU spans (the trace's).
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// Global rank whose trace recorded it; `None` for job-wide ranges.
+    pub rank: Option<u32>,
+}
+
+/// Tracks of the ranges process: (track name, indices into `ranges` in time
+/// order). Each rank's ranges fill lanes greedily: a range goes to the first
+/// lane whose last range has ended, so nested ranges (a phase inside an
+/// iteration) land one lane further down and no track holds two slices at once.
+pub(crate) fn range_tracks(ranges: &[TimeRange]) -> Vec<(String, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..ranges.len()).filter(|&i| ranges[i].end_ns >= ranges[i].start_ns).collect();
+    order.sort_by_key(|&i| (ranges[i].rank, ranges[i].start_ns, std::cmp::Reverse(ranges[i].end_ns)));
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut i = 0;
+    while i < order.len() {
+        let rank = ranges[order[i]].rank;
+        // (indices, end of the lane's last range)
+        let mut lanes: Vec<(Vec<usize>, i64)> = Vec::new();
+        while i < order.len() && ranges[order[i]].rank == rank {
+            let r = &ranges[order[i]];
+            match lanes.iter_mut().find(|(_, end)| *end <= r.start_ns) {
+                Some(lane) => {
+                    lane.0.push(order[i]);
+                    lane.1 = r.end_ns;
+                }
+                None => lanes.push((vec![order[i]], r.end_ns)),
+            }
+            i += 1;
+        }
+        let who = rank.map_or("all ranks".to_string(), |r| format!("rank {r}"));
+        for (k, (idx, _)) in lanes.into_iter().enumerate() {
+            let name = if k == 0 { who.clone() } else { format!("{who} · level {k}") };
+            out.push((name, idx));
+        }
+    }
+    out
 }
 
 /// What an export wrote.
@@ -133,6 +181,8 @@ pub struct TraceSummary {
     pub comm_track_events: usize,
     /// Operations with no time at all (not drawn).
     pub untimed_ops: usize,
+    /// NVTX / iteration ranges drawn.
+    pub ranges: usize,
     /// Bytes written.
     pub bytes: u64,
 }
@@ -420,6 +470,7 @@ pub(crate) fn min_time(table: &OpTable, opts: &TraceOptions) -> Option<i64> {
     table
         .ops()
         .filter_map(|op| op.gpu.map(|g| g.start_ns).or(op.cpu_ts_ns))
+        .chain(opts.ranges.iter().map(|r| r.start_ns))
         .min()
         .map(|t| t.saturating_sub(opts.time_offset_ns))
 }

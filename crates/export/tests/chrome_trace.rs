@@ -37,6 +37,7 @@ fn hand_table_layout_and_args() {
             instants: 2,
             comm_track_events: 8,
             untimed_ops: 1,
+            ranges: 0,
             bytes: buf.len() as u64,
         }
     );
@@ -143,7 +144,7 @@ fn enrichment_and_parallelism_track() {
 #[test]
 fn offset_and_no_comm_track() {
     let t = hand_table();
-    let opts = TraceOptions { time_offset_ns: 1_000, comm_track: false };
+    let opts = TraceOptions { time_offset_ns: 1_000, comm_track: false, ..TraceOptions::default() };
     let (buf, sum) = export(&t, &NoEnrich, &opts);
     assert_eq!((sum.tracks, sum.comm_track_events), (7, 0));
     let text = std::str::from_utf8(&buf).unwrap();

@@ -154,7 +154,7 @@ fn negative_times_are_shifted() {
     assert!(c.events.iter().any(|e| e.start == 6500 && e.end == Some(7500)));
     // An offset that makes times negative is handled the same way.
     let (buf, _) =
-        export(&hand_table(), &NoEnrich, &TraceOptions { time_offset_ns: 10_000, comm_track: false });
+        export(&hand_table(), &NoEnrich, &TraceOptions { time_offset_ns: 10_000, comm_track: false, ..Default::default() });
     let c = check_perfetto(&buf);
     assert_eq!(c.events.iter().map(|e| e.start).min(), Some(0));
 }
@@ -184,4 +184,37 @@ fn file_writer() {
     assert_eq!(bytes.len() as u64, sum.bytes);
     check_perfetto(&bytes);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn nvtx_ranges_get_their_own_process_and_lanes() {
+    use commlens_export::TimeRange;
+    let t = hand_table();
+    let r = |name: &str, s: i64, e: i64, rank| TimeRange { name: name.into(), start_ns: s, end_ns: e, rank };
+    let ranges = vec![
+        r("ProfilerStep#1", 1_000, 50_000, Some(0)),
+        r("forward", 2_000, 20_000, Some(0)), // nested: one level down
+        r("ProfilerStep#2", 50_000, 90_000, Some(0)),
+        r("ProfilerStep#1", 1_500, 60_000, Some(1)),
+        r("bad", 10, 5, Some(1)), // ends before it starts: not drawn
+    ];
+    let opts = TraceOptions { ranges, ..TraceOptions::default() };
+    let (buf, sum) = export(&t, &NoEnrich, &opts);
+    assert_eq!(sum.ranges, 4);
+    let c = check_perfetto(&buf);
+    let proc = c.tracks.iter().find(|(_, v)| v.2 && v.0 == "NVTX ranges").map(|(k, _)| *k).expect("ranges process");
+    let lanes: Vec<&str> =
+        c.tracks.values().filter(|v| v.1 == Some(proc)).map(|v| v.0.as_str()).collect();
+    assert_eq!(lanes, ["rank 0", "rank 0 · level 1", "rank 1"]);
+    let nvtx: Vec<(&str, u64, Option<u64>)> =
+        c.events.iter().filter(|e| e.category == "nvtx").map(|e| (e.name.as_str(), e.start, e.end)).collect();
+    assert_eq!(nvtx.len(), 4);
+    assert!(nvtx.contains(&("forward", 2_000, Some(20_000))));
+    // The Chrome writer draws the same.
+    let mut chrome = Vec::new();
+    let csum = write_chrome_trace(&t, &NoEnrich, &opts, &mut chrome).unwrap();
+    assert_eq!(csum.ranges, 4);
+    let v: serde_json::Value = serde_json::from_slice(&chrome).unwrap();
+    let n = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "nvtx" && e["ph"] == "X").count();
+    assert_eq!(n, 4);
 }

@@ -14,10 +14,15 @@
 //! * [`synth`]: a seeded generator of Megatron-like ranks with exact truth, the
 //!   five validation cases of thesis §4.3.1 and the four scenarios of Table 4.5.
 //!
-//! Readers (nsys, Kineto, NCCL logs) live elsewhere; this crate does no I/O.
+//! * [`join`]: a whole run: pairs trace ranks with the table's ranks, aligns
+//!   them in parallel and attaches GPU spans and kernel details to the
+//!   operations ([`fuse_traces`]).
+//!
+//! Readers (nsys, Kineto, NCCL logs) live in `commlens-ingest`; this crate does no I/O.
 
 pub mod align;
 pub mod entry;
+pub mod join;
 pub mod metrics;
 pub mod synth;
 
@@ -26,4 +31,5 @@ pub use align::{
     MatchShape,
 };
 pub use entry::{parse_kernel_name, KernelEntry, KernelKind, LogEntry};
+pub use join::{fuse_traces, FuseConfig, FuseError, FuseReport};
 pub use metrics::Prf;

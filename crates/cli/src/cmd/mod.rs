@@ -1,5 +1,7 @@
 //! One module per subcommand.
 pub mod demo;
+pub mod diff;
+pub mod fuse;
 pub mod hang;
 pub mod stats;
 pub mod topo;

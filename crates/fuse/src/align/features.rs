@@ -9,7 +9,7 @@
 //! | datatype, redop | `+attr` | `−attr_mismatch` | both known and the kind reduces (AllReduce, ReduceScatter, Reduce); other kernels' names carry no or dummy (`Sum_int8`) values |
 //! | algorithm, protocol | `+tune` | `−tune_mismatch` | both known, not point-to-point |
 //! | bytes | `+bytes` | `−bytes_mismatch` | kernel side carries a size; agree within 1% (a p2p group's total against a SendRecv kernel) |
-//! | timing | `timing_bonus − |r|/σ` (floored) | | a launch-time lag model exists; `r` = kernel launch − record time − predicted lag |
+//! | timing | `timing_bonus − |r|/σ` (floored at `timing_floor` = −6: a pair whose every other feature agrees must beat leaving both unmatched even when its lag is far off — on real Kineto traces the CPU-call-to-launch lag of large AllToAlls varies by milliseconds; at −12 the fused recall there was 0.6) | | a launch-time lag model exists; `r` = kernel launch − record time − predicted lag |
 //! | timing (start only) | | `−(|r|/σ − 1)` when the kernel would start `σ` before the lower envelope | only GPU start times exist |
 //! | causality | | forbidden | a clock offset is configured and the kernel starts before the record (beyond a tolerance) |
 //! | opCount (p2p groups) | `+op_count_same` per member | `−op_count_differs` | both members of a fused group carry one |
@@ -59,7 +59,7 @@ impl Default for FeatureWeights {
             bytes: 2.0,
             bytes_mismatch: 4.0,
             timing_bonus: 2.0,
-            timing_floor: -12.0,
+            timing_floor: -6.0,
             op_count_same: 1.0,
             op_count_differs: 4.0,
         }

@@ -168,7 +168,6 @@ fn class(k: OpKind) -> usize {
         OpKind::Send | OpKind::Recv | OpKind::SendRecv => 5,
         // Grouped point-to-point underneath: SendRecv kernels.
         OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => 5,
-        _ => 6,
     }
 }
 

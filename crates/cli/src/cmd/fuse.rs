@@ -1,0 +1,184 @@
+//! `commlens fuse --nccl-log LOGS (--nsys DB… | --kineto JSON…) -o DIR`: joins
+//! what NCCL logged with what the GPU ran (`commlens_fuse::fuse_traces`) and
+//! writes Chrome and Perfetto traces with
+//! the kernel, bandwidth, parallelism and fusion-confidence arguments, and
+//! `summary.json`; prints matches, confidence and what stayed unmatched.
+
+use super::CmdResult;
+use crate::enrich::Enrichment;
+use crate::render;
+use commlens_export::table::Table;
+use commlens_export::{chrome, perfetto, TraceOptions};
+use commlens_fuse::{fuse_traces, FuseConfig, FuseReport};
+use commlens_ingest::inputs::{expand_inputs, load_inputs};
+use commlens_ingest::kineto::{self, KernelTrace, TraceOptions as ReadTraceOptions};
+use commlens_ingest::nccl_log::ReadOptions;
+use commlens_ingest::nsys;
+use commlens_core::OpTable;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Which kind of kernel trace the user gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceKind {
+    Nsys,
+    Kineto,
+}
+
+/// What a fusion run produced (for `demo` and tests).
+pub struct Fused {
+    pub table: OpTable,
+    pub report: FuseReport,
+    pub traces: Vec<KernelTrace>,
+}
+
+pub fn run(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], out: &Path, verbose: bool) -> CmdResult {
+    let fused = fuse_inputs(logs, kind, traces, verbose)?;
+    write_outputs(&fused, out)?;
+    print_summary(&fused);
+    Ok(())
+}
+
+/// Reads the logs and traces and fuses them.
+pub fn fuse_inputs(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], verbose: bool) -> Result<Fused, Box<dyn std::error::Error>> {
+    let (progress, bar) = crate::progress::for_inputs(logs);
+    let loaded = load_inputs(logs, &ReadOptions { progress, ..ReadOptions::default() })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
+    if loaded.table.n_ops() == 0 {
+        return Err("the NCCL logs hold no operations (was NCCL_DEBUG_SUBSYS missing COLL?): nothing to fuse".into());
+    }
+    let files: Vec<PathBuf> = expand_inputs(traces)?.into_iter().map(|(p, _)| p).collect();
+    let opts = ReadTraceOptions::default();
+    let spinner = spinner(&format!("reading {} trace file(s)", files.len()));
+    let traces: Vec<KernelTrace> = match kind {
+        TraceKind::Nsys => nsys::load_nsys_files(&files, &opts)?,
+        TraceKind::Kineto => files
+            .par_iter()
+            .map(|p| kineto::load_kineto_with(p, &opts))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    eprint!("{}", render::trace_summary(&traces, verbose));
+    if let Some(s) = &spinner {
+        s.set_message(format!("aligning {} ranks", loaded.table.per_rank.iter().filter(|o| !o.is_empty()).count()));
+    }
+    let mut table = loaded.table;
+    let report = fuse_traces(&mut table, &traces, &FuseConfig::default())?;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    Ok(Fused { table, report, traces })
+}
+
+fn spinner(msg: &str) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    s.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("static template"));
+    s.enable_steady_tick(std::time::Duration::from_millis(120));
+    s.set_message(msg.to_string());
+    Some(s)
+}
+
+/// Writes `trace.json`, `trace.pftrace` and `summary.json` into `out`.
+pub fn write_outputs(f: &Fused, out: &Path) -> CmdResult {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let enrich = Enrichment::new(&f.table).with_confidence(&f.report.confidence);
+    let opts = TraceOptions { ranges: crate::enrich::trace_ranges(&f.traces), ..TraceOptions::default() };
+    let json = out.join("trace.json");
+    let pf = out.join("trace.pftrace");
+    chrome::write_chrome_trace_file(&f.table, &enrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
+    perfetto::write_perfetto_trace_file(&f.table, &enrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
+    let summary = out.join("summary.json");
+    std::fs::write(&summary, serde_json::to_string_pretty(&summary_json(f))?).map_err(|e| format!("{}: {e}", summary.display()))?;
+    println!("wrote {}, {} and {}", json.display(), pf.display(), summary.display());
+    Ok(())
+}
+
+fn summary_json(f: &Fused) -> serde_json::Value {
+    let r = &f.report;
+    let ranks: Vec<serde_json::Value> = r
+        .ranks
+        .iter()
+        .map(|x| {
+            serde_json::json!({
+                "rank": x.label,
+                "paired_by": x.pairing.by.to_string(),
+                "trace": f.traces[x.pairing.trace].path,
+                "log_records": x.n_logs,
+                "kernels": x.n_kernels,
+                "matched_records": x.matched_logs,
+                "matched_kernels": x.matched_kernels,
+                "batched_2to1": x.batched,
+                "fused_sendrecv": x.fused_p2p,
+                "mean_confidence": x.mean_confidence,
+                "low_confidence_matches": x.low_confidence,
+                "unmatched_records": x.unmatched_logs.len(),
+                "unmatched_kernels": x.unmatched_kernels.len(),
+                "unmatched_kernel_samples": x.unmatched_kernels.iter().take(20).map(|k| serde_json::json!({
+                    "name": k.name, "stream": k.stream, "start_ns": k.start_ns, "end_ns": k.end_ns,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "log_records": r.total_logs(),
+        "matched_records": r.matched_logs(),
+        "kernels": r.total_kernels(),
+        "matched_kernels": r.matched_kernels(),
+        "ranks": ranks,
+        "unpaired_log_ranks": r.unpaired_devices.iter().map(|d| f.table.device_label(*d)).collect::<Vec<_>>(),
+        "unpaired_trace_ranks": r.unpaired_trace_ranks.iter().map(|x| x.2.clone()).collect::<Vec<_>>(),
+    })
+}
+
+/// The per-rank fusion table.
+pub fn summary_table(f: &Fused) -> Table {
+    let mut t = Table::new(
+        "Fusion (NCCL log records ↔ GPU kernels)",
+        &["rank", "paired by", "records", "kernels", "matched rec", "matched kern", "2:1", "SendRecv", "mean conf", "conf<0.5", "unmatched rec", "unmatched kern"],
+    );
+    for x in &f.report.ranks {
+        t.row(vec![
+            x.label.clone(),
+            x.pairing.by.to_string(),
+            x.n_logs.to_string(),
+            x.n_kernels.to_string(),
+            x.matched_logs.to_string(),
+            x.matched_kernels.to_string(),
+            x.batched.to_string(),
+            x.fused_p2p.to_string(),
+            format!("{:.3}", x.mean_confidence),
+            x.low_confidence.to_string(),
+            x.unmatched_logs.len().to_string(),
+            x.unmatched_kernels.len().to_string(),
+        ]);
+    }
+    let r = &f.report;
+    let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+    t.note(format!(
+        "{} of {} log records ({:.1}%) got a kernel; {} of {} kernels ({:.1}%) explain a record",
+        r.matched_logs(),
+        r.total_logs(),
+        pct(r.matched_logs(), r.total_logs()),
+        r.matched_kernels(),
+        r.total_kernels(),
+        pct(r.matched_kernels(), r.total_kernels())
+    ));
+    for d in &r.unpaired_devices {
+        t.note(format!("no trace for log rank {}", f.table.device_label(*d)));
+    }
+    for (_, _, l) in &r.unpaired_trace_ranks {
+        t.note(format!("no log rank for trace {l}"));
+    }
+    t
+}
+
+pub fn print_summary(f: &Fused) {
+    print!("{}", summary_table(f).to_text());
+}

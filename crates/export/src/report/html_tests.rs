@@ -1,0 +1,182 @@
+//! The page as a whole: well-formed for the full sample, an empty report
+//! (every section says what would provide it), hostile text and numbers,
+//! hint overrides, and bounded size for huge inputs.
+
+use super::*;
+use crate::report::check::check_markup;
+use crate::report::sample::sample_report;
+
+fn render(r: &Report) -> String {
+    let mut buf = Vec::new();
+    write_html(r, &mut buf).unwrap();
+    let s = String::from_utf8(buf).unwrap();
+    check_markup(&s).unwrap_or_else(|e| panic!("{e}"));
+    s
+}
+
+const HEADINGS: [&str; 8] = [
+    "Operation mix",
+    "Volume per rank",
+    "Message sizes",
+    "Bus bandwidth against message size",
+    "Communication per iteration",
+    "Stragglers",
+    "Overlap with compute",
+    "Model against observed",
+];
+
+#[test]
+fn sample_has_every_section_and_chart() {
+    let s = render(&sample_report());
+    for h in HEADINGS {
+        assert!(s.contains(&format!("<h2>{h}</h2>")), "{h}");
+    }
+    assert!(!s.contains("Not available"));
+    // Two op-mix bar charts + volume, sizes, bandwidth, heatmap, stragglers, overlap.
+    assert_eq!(s.matches("<svg ").count(), 8);
+    assert!(s.contains("NVLink 4 (intra-node): 370 GB/s"));
+    assert!(s.contains("5,000 of 9,000 points shown"));
+    assert!(s.contains("Communicator bottlenecks"));
+    // Every histogram bucket is labelled (wide labels are staggered, not skipped).
+    for b in &sample_report().size_histogram.unwrap().buckets {
+        assert!(s.contains(&format!(">{}</text>", crate::report::scale::esc(b))), "{b}");
+    }
+    assert!(s.contains(r#"<span class="badge bad">5.25×</span>"#));
+    // Offline: no external reference of any kind, no script.
+    for bad in ["http://", "https://", "<script", "@import", "url("] {
+        let allowed = s.matches("http://www.w3.org/2000/svg").count();
+        assert!(bad == "http://" && s.matches(bad).count() == allowed || !s.contains(bad), "{bad}");
+    }
+    // One color per kind across charts.
+    assert!(s.contains(r##"fill="#4e79a7""##) && s.contains(r#"background:#4e79a7"#));
+}
+
+#[test]
+fn empty_report_explains_every_absent_section() {
+    let s = render(&Report::default());
+    assert_eq!(s.matches("Not available for these inputs.").count(), 8);
+    for k in [SectionKind::OpMix, SectionKind::Bandwidth, SectionKind::Overlap, SectionKind::Model] {
+        assert!(s.contains(&*crate::report::scale::esc(default_hint(k))), "{k:?}");
+    }
+    assert!(s.contains("<title>commlens report</title>"));
+    let r = Report { absent_hints: vec![(SectionKind::Overlap, "Run with <--trace>.".into())], ..Report::default() };
+    let s = render(&r);
+    assert!(s.contains("Run with &lt;--trace&gt;.") && !s.contains(default_hint(SectionKind::Overlap)));
+}
+
+#[test]
+fn hostile_text_is_escaped() {
+    let evil = "<script>alert('x')</script> & \"q\"";
+    let r = Report {
+        title: evil.into(),
+        generated_by: evil.into(),
+        inputs: vec![evil.into()],
+        summary: vec![Figure { detail: Some(evil.into()), ..Figure::new(evil, evil) }],
+        notes: vec![evil.into()],
+        op_mix: Some(OpMix {
+            rows: vec![OpMixRow { kind: evil.into(), count: 1, bytes: 1 }],
+            notes: vec![evil.into()],
+        }),
+        rank_volume: Some(RankVolume {
+            kinds: vec![evil.into()],
+            ranks: vec![RankBytes { rank: evil.into(), bytes: vec![5] }],
+            notes: vec![],
+        }),
+        tables: vec![ReportTable {
+            title: evil.into(),
+            headers: vec![evil.into()],
+            right_aligned: vec![],
+            rows: vec![vec![format!("\u{1}x\u{1}{evil}")]],
+            notes: vec![evil.into()],
+        }],
+        ..Report::default()
+    };
+    let s = render(&r);
+    assert!(!s.contains("<script"));
+    assert!(s.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"));
+    assert!(!s.contains("badge x"), "generic cells cannot forge badges");
+}
+
+#[test]
+fn hostile_numbers_and_shapes() {
+    let nan = f64::NAN;
+    let r = Report {
+        op_mix: Some(OpMix { rows: vec![OpMixRow { kind: "AllReduce".into(), count: 0, bytes: 0 }], notes: vec![] }),
+        rank_volume: Some(RankVolume {
+            kinds: vec!["A".into(), "B".into()],
+            ranks: vec![RankBytes { rank: "0".into(), bytes: vec![] }],
+            notes: vec![],
+        }),
+        size_histogram: Some(SizeHistogram {
+            buckets: vec!["a".into(), "b".into()],
+            series: vec![KindCounts { kind: "A".into(), counts: vec![u64::MAX] }],
+            notes: vec![],
+        }),
+        bandwidth: Some(Bandwidth {
+            series: vec![BandwidthSeries {
+                kind: "AllReduce".into(),
+                points: vec![
+                    BwPoint { bytes: 0, busbw_gb_s: nan },
+                    BwPoint { bytes: 8, busbw_gb_s: f64::INFINITY },
+                    BwPoint { bytes: 1 << 20, busbw_gb_s: -1.0 },
+                ],
+            }],
+            limits: vec![Limit { label: "x".into(), gb_s: nan }],
+            ..Bandwidth::default()
+        }),
+        iterations: Some(IterationHeat {
+            rows: vec!["0".into(), "1".into()],
+            cols: vec!["0".into()],
+            values: vec![vec![Some(nan)], vec![Some(f64::NEG_INFINITY), Some(3.0)]],
+            ..IterationHeat::default()
+        }),
+        stragglers: Some(Stragglers {
+            instances: 0,
+            rows: vec![StragglerRow { rank: "0".into(), times_last: 0, mean_lateness_ns: nan }],
+            notes: vec![],
+        }),
+        overlap: Some(Overlap {
+            rows: vec![OverlapRow { rank: "0".into(), comm_ns: 0, overlapped_ns: 7 }],
+            notes: vec![],
+        }),
+        model: Some(ModelTable { rows: vec![ModelRow::default()], notes: vec![] }),
+        tables: vec![ReportTable {
+            rows: vec![vec![], vec!["a".into(), "b".into(), "c".into()]],
+            ..ReportTable::default()
+        }],
+        ..Report::default()
+    };
+    let s = render(&r);
+    assert!(!s.contains("NaN") && !s.contains("inf\""));
+    assert!(s.contains("No data"));
+}
+
+#[test]
+fn output_is_bounded_for_huge_inputs() {
+    let ranks = 4096;
+    let mut r = sample_report();
+    let kinds = r.rank_volume.as_ref().unwrap().kinds.clone();
+    r.rank_volume = Some(RankVolume {
+        kinds: kinds.clone(),
+        ranks: (0..ranks)
+            .map(|i| RankBytes { rank: i.to_string(), bytes: vec![i as u64 * 1000; kinds.len()] })
+            .collect(),
+        notes: vec![],
+    });
+    let bw = r.bandwidth.as_mut().unwrap();
+    for s in &mut bw.series {
+        s.points =
+            (0..300_000u64).map(|i| BwPoint { bytes: 1 + i * 997, busbw_gb_s: 1.0 + (i % 300) as f64 }).collect();
+    }
+    r.iterations = Some(IterationHeat {
+        rows: (0..ranks).map(|i| i.to_string()).collect(),
+        cols: (0..2000).map(|i| i.to_string()).collect(),
+        values: (0..ranks).map(|i| (0..2000).map(|j| Some((i + j) as f64)).collect()).collect(),
+        ..IterationHeat::default()
+    });
+    r.tables[0].rows = vec![vec!["x".into(); 5]; 50_000];
+    let s = render(&r);
+    assert!(s.len() < 6_000_000, "{} bytes", s.len());
+    assert!(s.contains("First 1,000 of 50,000 rows shown."));
+    assert!(s.contains("4,096 categories averaged in groups of 8"));
+}
