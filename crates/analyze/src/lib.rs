@@ -14,7 +14,14 @@
 //! * [`classify`]: the parallelism (TP/PP/DP/EP/CP/MP/embedding/world) of each
 //!   logical communicator, from given Megatron sizes or inferred, with evidence;
 //! * [`diff`]: comparable figures of a run and their comparison with another
-//!   (regressions beyond a threshold, for CI).
+//!   (regressions beyond a threshold, for CI);
+//! * [`volume`]: theoretical per-rank volume per parallelism type (thesis
+//!   eqs. 5.2–5.6, AICB) against the observed volume (Table 5.1);
+//! * [`straggler`]: per collective instance start/end skew, min-duration
+//!   latency and last arriver; per rank lateness and waiting; NCCLX-style
+//!   slow ranks from windowed bus bandwidth;
+//! * [`iteration`]: training iterations from NVTX/ProfilerStep ranges or the
+//!   period of each rank's operation sequence, with per-iteration totals.
 
 pub mod bandwidth;
 pub mod bottleneck;
@@ -22,4 +29,7 @@ pub mod classify;
 pub mod clock;
 pub mod diff;
 pub mod hang;
+pub mod iteration;
 pub mod stats;
+pub mod straggler;
+pub mod volume;

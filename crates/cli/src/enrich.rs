@@ -123,3 +123,56 @@ impl Enrich for Enrichment<'_> {
     }
 }
 
+
+/// Iteration ranges of the traces (`ProfilerStep#N`, or NVTX ranges whose
+/// name says iteration/step) in the table's clock (epoch ns when the trace
+/// gives its base time, as the table's spans are).
+pub fn iteration_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<(i64, i64, String)> {
+    let mut out = Vec::new();
+    for t in traces {
+        for r in &t.ranges {
+            let name = t.names.get(r.name as usize).map_or("", |s| s.as_str());
+            let lower = name.to_ascii_lowercase();
+            if lower.starts_with("profilerstep") || lower.contains("iteration") || lower.starts_with("step") {
+                out.push((t.base_time_ns + r.start_ns, t.base_time_ns + r.end_ns, name.to_string()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Iteration time and straggler figures for `diff`.
+pub fn add_timing_figures(
+    p: &mut commlens_analyze::diff::RunProfile,
+    t: &OpTable,
+    traces: &[commlens_ingest::kineto::KernelTrace],
+) {
+    use commlens_analyze::diff::Better;
+    let ranges = iteration_ranges(traces);
+    let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
+    let it = commlens_analyze::iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
+    let mut durs: Vec<f64> = it
+        .iterations
+        .iter()
+        .filter_map(|x| Some((x.end_ns? - x.start_ns?) as f64))
+        .filter(|d| *d > 0.0)
+        .collect();
+    if let Some(s) = commlens_analyze::bandwidth::Spread::of(&mut durs) {
+        p.put("iteration time (median)".into(), s.median, "ns", Better::Lower, durs.len() as u64);
+    }
+    if it.count > 0 {
+        let bytes: u64 = it.iterations.iter().map(|x| x.bytes).sum();
+        p.put("bytes per iteration (all ranks)".into(), bytes as f64 / it.count as f64, "B", Better::Neither, it.count as u64);
+    }
+    let s = crate::report_data::straggler_report(t);
+    if let Some(worst) = s.ranks.iter().map(|r| r.mean_lateness_ns).max_by(f64::total_cmp) {
+        if s.gpu_instances > 0 {
+            p.put("straggler: worst mean lateness".into(), worst, "ns", Better::Lower, s.gpu_instances);
+        }
+    }
+    if s.gpu_instances > 0 {
+        p.put("slow ranks flagged".into(), s.slow_ranks().len() as f64, "ranks", Better::Lower, s.gpu_instances);
+    }
+}

@@ -6,6 +6,7 @@ mod cmd;
 mod enrich;
 mod progress;
 mod render;
+mod report_data;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -105,6 +106,34 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Writes one self-contained HTML report (charts of the operation mix,
+    /// volumes, message sizes, bandwidth, iterations, stragglers, overlap and
+    /// the volume model) from any inputs.
+    Report {
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output HTML file.
+        #[arg(short, long, default_value = "report.html")]
+        out: PathBuf,
+        /// Model and parallel configuration (`key = value` lines) for the
+        /// theoretical-versus-observed volume table.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Theoretical per-rank communication volumes of a model and parallel
+    /// configuration (thesis eqs. 5.2–5.6) and, with inputs, the observed
+    /// volumes and their ratio (thesis Table 5.1).
+    Model {
+        /// `key = value` lines: layers, hidden, seq_len, vocab, micro_batch,
+        /// global_batch or num_microbatches, iterations, tp, pp, dp, ep, …
+        config: PathBuf,
+        /// Runs to compare with the theory (any input kind).
+        inputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
     /// and runs `stats` and `topo` on it.
     Demo {
@@ -136,6 +165,13 @@ fn main() -> ExitCode {
                 Err(e) => finish(Err(e)),
             }
         }
+        Command::Report { inputs, out, model, title } => cmd::report::run(&cmd::report::ReportArgs {
+            inputs: &inputs,
+            out: &out,
+            model: model.as_deref(),
+            title: title.as_deref(),
+        }),
+        Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
         Command::Demo { out } => cmd::demo::run(out),
     };
     finish(result)

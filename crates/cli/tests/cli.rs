@@ -214,3 +214,35 @@ fn diff_exits_one_on_a_regression_only() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+#[test]
+fn model_and_report_on_the_generated_run() {
+    let dir = generated_run("report", 2);
+    let conf = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo-model.conf"));
+    // The generator sends exactly eq. 5.4's pipeline volume: ratio 1.000.
+    let (code, out, err) = commlens(&["model", conf.to_str().unwrap(), dir.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(code, 0, "{err}");
+    let pp = out.lines().find(|l| l.starts_with("PP,")).expect("PP row");
+    assert_eq!(csv_fields(pp)[5], "1.000", "{pp}");
+    assert!(out.lines().any(|l| l.starts_with("TP,")), "{out}");
+    // Theory alone works without inputs.
+    let (code, out, _) = commlens(&["model", conf.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("eq. 5.5"), "{out}");
+    let html = dir.join("report.html");
+    let (code, out, err) = commlens(&["report", dir.to_str().unwrap(), "--model", conf.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for heading in ["Operation mix", "Message sizes", "Volume per rank", "Stragglers", "Model against observed", "Communicators and their parallelism"] {
+        assert!(page.contains(heading), "report lacks {heading}");
+    }
+    assert!(page.matches("<svg").count() >= 5);
+    assert!(!page.contains("<script src") && !page.contains("<link ") && !page.contains("url(http"), "self-contained");
+    // A broken model file is an error naming the file and line.
+    let bad = dir.join("bad.conf");
+    std::fs::write(&bad, "layers = 4\nhidden: 1024\n").unwrap();
+    let (code, _, err) = commlens(&["model", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.conf") && err.contains("line 2"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -36,7 +36,9 @@ pub fn profile(p: &Path) -> Result<RunProfile, Box<dyn std::error::Error>> {
     if loaded.table.n_ops() == 0 {
         return Err(format!("{}: no NCCL operations", p.display()).into());
     }
-    Ok(RunProfile::of_table(&p.display().to_string(), &loaded.table))
+    let mut prof = RunProfile::of_table(&p.display().to_string(), &loaded.table);
+    crate::enrich::add_timing_figures(&mut prof, &loaded.table, &loaded.traces);
+    Ok(prof)
 }
 
 fn fmt(v: Option<f64>, unit: &str) -> String {

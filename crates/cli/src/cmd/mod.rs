@@ -3,6 +3,8 @@ pub mod demo;
 pub mod diff;
 pub mod fuse;
 pub mod hang;
+pub mod model;
+pub mod report;
 pub mod stats;
 pub mod topo;
 pub mod trace;

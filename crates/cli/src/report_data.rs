@@ -1,0 +1,240 @@
+//! Glue from analyses to the HTML report's model (`commlens_export::report`):
+//! each function turns one analysis result into one report section. No
+//! figures are computed here beyond reshaping (grouping, labelling).
+
+use commlens_analyze::bandwidth::{self, BandwidthOptions};
+use commlens_analyze::classify;
+use commlens_analyze::clock::{self, ClockOptions};
+use commlens_analyze::iteration;
+use commlens_analyze::straggler::{self, StragglerConfig, StragglerReport};
+use commlens_analyze::volume::RankRole;
+use commlens_analyze::stats::{bucket_floor, Aggregate};
+use commlens_core::{OpKind, OpTable};
+use commlens_export::human_bytes;
+use commlens_export::report::{
+    Bandwidth, BandwidthSeries, BwPoint, Figure, IterationHeat, KindCounts, Limit, ModelRow, ModelTable, OpMix,
+    OpMixRow, RankBytes, RankVolume, ReportTable, SizeHistogram, StragglerRow, Stragglers,
+};
+use std::collections::BTreeMap;
+
+/// Kinds present in the table, in `OpKind::ALL` order.
+fn kinds_present(agg: &Aggregate) -> Vec<OpKind> {
+    OpKind::ALL.iter().copied().filter(|k| agg.cells.keys().any(|(_, _, x)| x == k)).collect()
+}
+
+/// Key figures for the header tiles.
+pub fn summary(t: &OpTable, agg: &Aggregate) -> Vec<Figure> {
+    let total = agg.total();
+    let ranks = t.per_rank.iter().filter(|o| !o.is_empty()).count();
+    let timed = t.ops().filter(|o| o.gpu.is_some()).count();
+    vec![
+        Figure::new("ranks", ranks.to_string()),
+        Figure { detail: Some(format!("{} with GPU timing", timed)), ..Figure::new("operations", total.ops.to_string()) },
+        Figure::new("bytes (all ranks)", human_bytes(total.bytes)),
+        Figure::new("logical communicators", t.logical.len().to_string()),
+        Figure::new("hosts", {
+            let mut h: Vec<&str> = t.processes.iter().map(|p| p.host.as_str()).collect();
+            h.sort_unstable();
+            h.dedup();
+            h.len().to_string()
+        }),
+    ]
+}
+
+pub fn op_mix(agg: &Aggregate) -> OpMix {
+    let rows = kinds_present(agg)
+        .into_iter()
+        .map(|k| {
+            let (count, bytes) = agg
+                .cells
+                .iter()
+                .filter(|((_, _, x), _)| *x == k)
+                .fold((0, 0), |(n, b), (_, c)| (n + c.ops, b + c.bytes));
+            OpMixRow { kind: k.name().to_string(), count, bytes }
+        })
+        .collect();
+    OpMix { rows, notes: Vec::new() }
+}
+
+pub fn rank_volume(t: &OpTable, agg: &Aggregate) -> RankVolume {
+    let kinds = kinds_present(agg);
+    let mut devs: Vec<usize> = (0..t.devices.len()).filter(|&d| !t.per_rank[d].is_empty()).collect();
+    devs.sort_by_key(|&d| (t.devices[d].global_rank.unwrap_or(u32::MAX), d));
+    let ranks = devs
+        .into_iter()
+        .map(|d| {
+            let bytes = kinds
+                .iter()
+                .map(|k| {
+                    agg.cells.iter().filter(|((dv, _, x), _)| dv.ix() == d && x == k).map(|(_, c)| c.bytes).sum()
+                })
+                .collect();
+            let rank = t.devices[d].global_rank.map_or_else(|| t.device_label(commlens_core::model::DevIdx(d as u32)), |r| r.to_string());
+            RankBytes { rank, bytes }
+        })
+        .collect();
+    RankVolume { kinds: kinds.iter().map(|k| k.name().to_string()).collect(), ranks, notes: Vec::new() }
+}
+
+pub fn size_histogram(agg: &Aggregate) -> SizeHistogram {
+    let kinds = kinds_present(agg);
+    let mut buckets: Vec<u8> = agg.sizes.keys().map(|(_, b)| *b).collect();
+    buckets.sort_unstable();
+    buckets.dedup();
+    let series = kinds
+        .iter()
+        .map(|k| KindCounts {
+            kind: k.name().to_string(),
+            counts: buckets.iter().map(|b| agg.sizes.get(&(*k, *b)).copied().unwrap_or(0)).collect(),
+        })
+        .collect();
+    SizeHistogram {
+        buckets: buckets.iter().map(|b| human_bytes(bucket_floor(*b))).collect(),
+        series,
+        notes: vec!["buckets are powers of two of the logged bytes (count × datatype size)".into()],
+    }
+}
+
+/// Bus bandwidth of every timed operation against its size, with the
+/// communicators' bottleneck links as limits. `None` without GPU spans.
+pub fn bandwidth(t: &OpTable) -> Option<Bandwidth> {
+    let bw = bandwidth::analyze(t, &BandwidthOptions::default());
+    let mut per_kind: BTreeMap<OpKind, Vec<BwPoint>> = BTreeMap::new();
+    for o in &bw.ops {
+        if let Some(v) = o.m.busbw_gb_s {
+            per_kind.entry(o.kind).or_default().push(BwPoint { bytes: o.bytes, busbw_gb_s: v });
+        }
+    }
+    if per_kind.is_empty() {
+        return None;
+    }
+    let mut limits: Vec<Limit> = Vec::new();
+    for r in &bw.comms {
+        if let (Some(b), Some(link)) = (r.bottleneck_gb_s, r.link) {
+            let label = format!("{} bottleneck ({}{})", link.name(), r.name, if r.estimated { ", estimated" } else { "" });
+            if !limits.iter().any(|l| l.gb_s == b) {
+                limits.push(Limit { label, gb_s: b });
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    if bw.ops_without_span > 0 {
+        notes.push(format!("{} operations without a GPU span are not drawn", bw.ops_without_span));
+    }
+    Some(Bandwidth {
+        series: per_kind.into_iter().map(|(k, points)| BandwidthSeries { kind: k.name().to_string(), points }).collect(),
+        limits,
+        convention: "nccl-tests (busbw = algbw × bus factor)".into(),
+        notes,
+    })
+}
+
+/// The parallelism of each logical communicator, with its evidence.
+pub fn classification_table(t: &OpTable) -> ReportTable {
+    let c = classify::infer(t);
+    ReportTable {
+        title: "Communicators and their parallelism".into(),
+        headers: vec!["communicator".into(), "ranks".into(), "class".into(), "why".into(), "traffic".into()],
+        right_aligned: vec![false, true, false, false, false],
+        rows: c
+            .comms
+            .iter()
+            .map(|x| {
+                vec![
+                    x.name.clone(),
+                    x.evidence.nranks.to_string(),
+                    x.class.label().to_string(),
+                    x.reason.clone(),
+                    x.evidence.summary(),
+                ]
+            })
+            .collect(),
+        notes: Vec::new(),
+    }
+}
+
+/// Bytes per rank per iteration (detected by repeated pattern, or from the
+/// traces' iteration ranges when they have them).
+pub fn iterations(t: &OpTable, ranges: &[(i64, i64, String)]) -> Option<IterationHeat> {
+    let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
+    let rep = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
+    let width = rep.ranks.iter().map(|x| x.iteration_bytes.len()).max().unwrap_or(0);
+    if rep.count < 2 || width < 2 {
+        return None;
+    }
+    let mut rows = Vec::new();
+    let mut values = Vec::new();
+    for x in &rep.ranks {
+        rows.push(x.global_rank.map_or_else(|| t.device_label(x.dev), |r| format!("rank {r}")));
+        values.push((0..width).map(|i| x.iteration_bytes.get(i).map(|b| *b as f64 / 1e6)).collect());
+    }
+    Some(IterationHeat {
+        rows,
+        cols: (1..=width).map(|i| i.to_string()).collect(),
+        values,
+        value_label: "MB communicated".into(),
+        notes: vec![format!("{} iterations found by {:?}", rep.count, rep.method)],
+    })
+}
+
+/// Straggler analysis on clock-synchronised spans (CPU timestamps when there
+/// are no spans, flagged in the notes).
+pub fn straggler_report(t: &OpTable) -> StragglerReport {
+    let cfg = if t.ops().any(|o| o.gpu.is_some()) {
+        StragglerConfig::with_clock(&clock::synchronize(t, &ClockOptions::default()), t.devices.len())
+    } else {
+        StragglerConfig::default()
+    };
+    straggler::analyze_stragglers(t, &cfg)
+}
+
+pub fn stragglers(t: &OpTable, s: &StragglerReport) -> Option<Stragglers> {
+    let instances = s.gpu_instances + s.cpu_instances;
+    if instances == 0 || s.ranks.len() < 2 {
+        return None;
+    }
+    let rows = s
+        .ranks
+        .iter()
+        .map(|r| StragglerRow {
+            rank: r.global_rank.map_or_else(|| t.device_label(r.dev), |g| format!("rank {g}")),
+            times_last: r.last,
+            mean_lateness_ns: r.mean_lateness_ns,
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if s.cpu_timestamps {
+        notes.push(format!("{} instances timed by CPU enqueue timestamps (no GPU spans): lateness includes host-side delays", s.cpu_instances));
+    }
+    for x in s.slow.iter().filter(|x| x.flagged) {
+        notes.push(format!(
+            "slow rank {}: bus bandwidth {:.1} GB/s against its peers' {:.1} GB/s in {} of {} windows",
+            x.global_rank.map_or_else(|| t.device_label(x.dev), |g| g.to_string()),
+            x.busbw_gb_s,
+            x.peers_median_gb_s,
+            x.low,
+            x.windows
+        ));
+    }
+    Some(Stragglers { instances, rows, notes })
+}
+
+/// Theory beside observation for the model section.
+pub fn model(cmp: &[commlens_analyze::volume::VolumeComparison], theory: &[commlens_analyze::volume::VolumeRow]) -> ModelTable {
+    let rows = theory
+        .iter()
+        .map(|row| {
+            let obs = cmp.iter().find(|x| x.parallelism == row.parallelism && x.role == row.role && !x.ranks.is_empty());
+            ModelRow {
+                parallelism: match row.role {
+                    RankRole::All => row.parallelism.label().to_string(),
+                    r => format!("{} ({r:?})", row.parallelism.label()),
+                },
+                kind: row.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+                theory_bytes: Some(row.total_bytes.round() as u64),
+                observed_bytes: obs.map(|o| o.observed_moved_mean.round() as u64),
+            }
+        })
+        .collect();
+    ModelTable { rows, notes: vec!["observed = mean bytes each rank's links carry (ring factors applied), per parallelism type".into()] }
+}
