@@ -15,6 +15,9 @@
 //!   logical communicator, from given Megatron sizes or inferred, with evidence;
 //! * [`diff`]: comparable figures of a run and their comparison with another
 //!   (regressions beyond a threshold, for CI);
+//! * [`overlap`]: compute/communication overlap per rank with HTA's
+//!   definitions (overlap share, exposed communication per iteration, kernel
+//!   and temporal breakdowns), one sweep over the GPU activity intervals;
 //! * [`volume`]: theoretical per-rank volume per parallelism type (thesis
 //!   eqs. 5.2–5.6, AICB) against the observed volume (Table 5.1);
 //! * [`straggler`]: per collective instance start/end skew, min-duration
@@ -29,7 +32,9 @@ pub mod classify;
 pub mod clock;
 pub mod diff;
 pub mod hang;
+pub mod signature;
 pub mod iteration;
+pub mod overlap;
 pub mod stats;
 pub mod straggler;
 pub mod volume;

@@ -126,20 +126,24 @@ impl Enrich for Enrichment<'_> {
 
 /// Iteration ranges of the traces (`ProfilerStep#N`, or NVTX ranges whose
 /// name says iteration/step) in the table's clock (epoch ns when the trace
-/// gives its base time, as the table's spans are).
+/// gives its base time, as the table's spans are). Every rank records its own
+/// copy of an iteration; copies with the same name become one job-wide range
+/// from the first start to the last end.
 pub fn iteration_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<(i64, i64, String)> {
-    let mut out = Vec::new();
+    let mut by_name: std::collections::HashMap<String, (i64, i64)> = std::collections::HashMap::new();
     for t in traces {
         for r in &t.ranges {
             let name = t.names.get(r.name as usize).map_or("", |s| s.as_str());
             let lower = name.to_ascii_lowercase();
             if lower.starts_with("profilerstep") || lower.contains("iteration") || lower.starts_with("step") {
-                out.push((t.base_time_ns + r.start_ns, t.base_time_ns + r.end_ns, name.to_string()));
+                let (s, e) = (t.base_time_ns + r.start_ns, t.base_time_ns + r.end_ns);
+                let x = by_name.entry(name.to_string()).or_insert((s, e));
+                *x = (x.0.min(s), x.1.max(e));
             }
         }
     }
+    let mut out: Vec<(i64, i64, String)> = by_name.into_iter().map(|(n, (s, e))| (s, e, n)).collect();
     out.sort();
-    out.dedup();
     out
 }
 
@@ -171,6 +175,13 @@ pub fn add_timing_figures(
         if s.gpu_instances > 0 {
             p.put("straggler: worst mean lateness".into(), worst, "ns", Better::Lower, s.gpu_instances);
         }
+    }
+    let ov = crate::report_data::overlap_rows(traces);
+    let shares: Vec<f64> = ov.iter().filter_map(|(_, r)| r.overlap_pct).collect();
+    if !shares.is_empty() {
+        p.put("comm/compute overlap (mean over ranks)".into(), shares.iter().sum::<f64>() / shares.len() as f64, "%", Better::Higher, shares.len() as u64);
+        let exposed = ov.iter().map(|(_, r)| r.exposed_comm_ns as f64).fold(0.0, f64::max);
+        p.put("exposed communication (worst rank)".into(), exposed, "ns", Better::Lower, ov.len() as u64);
     }
     if s.gpu_instances > 0 {
         p.put("slow ranks flagged".into(), s.slow_ranks().len() as f64, "ranks", Better::Lower, s.gpu_instances);

@@ -5,6 +5,7 @@
 mod cmd;
 mod enrich;
 mod progress;
+mod parquet_out;
 mod render;
 mod report_data;
 
@@ -134,6 +135,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Writes the canonical table of any inputs as Parquet (one row per
+    /// operation; schema in crates/parquet/SCHEMA.md).
+    Export {
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output Parquet file.
+        #[arg(long, required = true)]
+        parquet: PathBuf,
+    },
     /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
     /// and runs `stats` and `topo` on it.
     Demo {
@@ -172,6 +182,7 @@ fn main() -> ExitCode {
             title: title.as_deref(),
         }),
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
+        Command::Export { inputs, parquet } => cmd::export::run(&inputs, &parquet),
         Command::Demo { out } => cmd::demo::run(out),
     };
     finish(result)

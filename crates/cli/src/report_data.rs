@@ -2,10 +2,19 @@
 //! each function turns one analysis result into one report section. No
 //! figures are computed here beyond reshaping (grouping, labelling).
 
+// The bridge from trace ranks to overlap spans is shared with the analysis
+// crate's real-trace tests and HTA benchmark example (analyze does not depend
+// on the readers, so the bridge lives beside its users).
+#[path = "../../analyze/examples/overlap_kineto/spans.rs"]
+#[allow(dead_code)] // `hta_options` serves the benchmark, not the CLI
+mod overlap_spans;
+
 use commlens_analyze::bandwidth::{self, BandwidthOptions};
 use commlens_analyze::classify;
 use commlens_analyze::clock::{self, ClockOptions};
 use commlens_analyze::iteration;
+use commlens_analyze::overlap::{self, OverlapReport};
+use commlens_ingest::kineto::KernelTrace;
 use commlens_analyze::straggler::{self, StragglerConfig, StragglerReport};
 use commlens_analyze::volume::RankRole;
 use commlens_analyze::stats::{bucket_floor, Aggregate};
@@ -13,7 +22,7 @@ use commlens_core::{OpKind, OpTable};
 use commlens_export::human_bytes;
 use commlens_export::report::{
     Bandwidth, BandwidthSeries, BwPoint, Figure, IterationHeat, KindCounts, Limit, ModelRow, ModelTable, OpMix,
-    OpMixRow, RankBytes, RankVolume, ReportTable, SizeHistogram, StragglerRow, Stragglers,
+    OpMixRow, Overlap, OverlapRow, RankBytes, RankVolume, ReportTable, SizeHistogram, StragglerRow, Stragglers,
 };
 use std::collections::BTreeMap;
 
@@ -237,4 +246,65 @@ pub fn model(cmp: &[commlens_analyze::volume::VolumeComparison], theory: &[comml
         })
         .collect();
     ModelTable { rows, notes: vec!["observed = mean bytes each rank's links carry (ring factors applied), per parallelism type".into()] }
+}
+
+/// Compute/communication overlap per trace rank (HTA's definition), with the
+/// traces' ProfilerStep ranges as iterations. Ranks without compute kernels
+/// are left out; `None` when no rank has any.
+pub fn overlap_rows(traces: &[KernelTrace]) -> Vec<(String, OverlapReport)> {
+    let mut out = Vec::new();
+    for t in traces {
+        for rank in &t.ranks {
+            if rank.compute.is_empty() {
+                continue;
+            }
+            let (spans, _) = overlap_spans::rank_spans(rank, &overlap_spans::SpanOptions::default());
+            let steps = overlap_spans::steps(t, rank);
+            let rep = overlap::comm_comp_overlap(spans, (!steps.is_empty()).then_some(&steps[..]));
+            let label = rank.rank.map_or_else(|| format!("pid {}", rank.pid), |r| format!("rank {r}"));
+            out.push((label, rep));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+pub fn overlap_section(rows: &[(String, OverlapReport)]) -> Option<Overlap> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut notes = vec!["overlap share = time with an NCCL kernel and a compute kernel both running ÷ time with an NCCL kernel running (HolisticTraceAnalysis's definition)".to_string()];
+    let exposed: Vec<String> = rows
+        .iter()
+        .filter(|(_, r)| !r.iterations.is_empty())
+        .map(|(l, r)| {
+            let per: Vec<String> = r.iterations.iter().map(|i| format!("{:.2}", i.exposed_comm_ns as f64 / 1e6)).collect();
+            format!("{l}: {} ms", per.join(" / "))
+        })
+        .collect();
+    if !exposed.is_empty() {
+        notes.push(format!("exposed communication per iteration — {}", exposed.join("; ")));
+    }
+    Some(Overlap {
+        rows: rows
+            .iter()
+            .map(|(l, r)| OverlapRow { rank: l.clone(), comm_ns: r.comm_ns.max(0) as u64, overlapped_ns: r.overlap_ns.max(0) as u64 })
+            .collect(),
+        notes,
+    })
+}
+
+/// The strategy each communicator's traffic shows (thesis §5.3 signatures).
+pub fn signature_table(t: &OpTable) -> ReportTable {
+    let sigs = commlens_analyze::signature::recognize(t);
+    ReportTable {
+        title: "Parallelism signatures (recognized from the traffic alone)".into(),
+        headers: vec!["communicator".into(), "strategy".into(), "confidence".into(), "evidence".into()],
+        right_aligned: vec![false, false, true, false],
+        rows: sigs
+            .iter()
+            .map(|s| vec![s.name.clone(), s.strategy.to_string(), format!("{:.2}", s.confidence), s.evidence.join("; ")])
+            .collect(),
+        notes: Vec::new(),
+    }
 }

@@ -37,7 +37,14 @@ fn demo_dir(tag: &str) -> PathBuf {
     let (code, out, err) = commlens(&["demo", "--out", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Ranks") && out.contains("Communicator bottlenecks"), "{out}");
-    dir
+    // The whole job ran: fusion (exact on the generated capture) and its outputs.
+    assert!(out.contains("496 of 496 log records (100.0%) got a kernel"), "{out}");
+    assert!(out.contains("precision 1.000, recall 1.000"), "{out}");
+    for f in ["fused/fused.parquet", "fused/trace.pftrace", "fused/trace.json", "fused/summary.json", "report.html"] {
+        assert!(dir.join(f).is_file(), "demo wrote {f}");
+    }
+    // The logs alone, for the commands that read one family.
+    dir.join("logs")
 }
 
 #[test]
@@ -67,7 +74,7 @@ fn demo_then_stats_in_all_formats() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&topo).unwrap();
     assert_eq!(v["topologies"][0]["host"], "node00");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
 #[test]
@@ -172,7 +179,10 @@ fn trace_writes_chrome_and_perfetto_files() {
     // Every operation carries its communicator's inferred parallelism class.
     assert!(ops.iter().all(|e| e["args"]["parallelism"].is_string()));
     assert!(std::fs::metadata(out.join("trace.pftrace")).unwrap().len() > 1000);
-    let _ = std::fs::remove_dir_all(&dir);
+    // commlens's own outputs in an input folder are skipped, not read.
+    let (code, _, err) = commlens(&["stats", dir.parent().unwrap().join("fused").to_str().unwrap()]);
+    assert_eq!(code, 2, "an output folder alone holds no inputs: {err}");
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
 /// Writes a generated run (`iterations` long) as logs into a fresh folder.

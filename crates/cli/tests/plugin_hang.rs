@@ -2,7 +2,8 @@
 //! fake-NCCL harness (`crates/plugin/tests/harness`, compiled here with the `cc` crate;
 //! the plugin cdylib is built as a dev-dependency) hangs a 4-rank TP collective with
 //! one rank that never enters it and dumps; `commlens hang DIR` must name the collective
-//! and the rank in both output formats, skipping the plugin's trace file in the folder.
+//! and the rank in both output formats, skipping the plugin's trace file in the folder;
+//! that trace file then goes through `report` and `diff`.
 
 #[path = "../../plugin/tests/support/mod.rs"]
 mod support;
@@ -48,5 +49,23 @@ fn plugin_dumps_through_commlens_hang() {
     assert_eq!(v["verdict"]["RankDidNotJoin"]["ranks"], serde_json::json!(["r0"]));
     assert_eq!(v["first_stalled"]["instance"], serde_json::json!({"comm_hash": 0x7E57u64, "seq": 4}));
     assert_eq!(v["ranks_dumped"], 4);
+
+    // The plugin's own trace (.clp) through `report` and a self-`diff`.
+    let clp: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "clp"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    assert!(!clp.is_empty(), "the plugin wrote its trace");
+    let html = dir.join("report.html");
+    let mut args = vec!["report"];
+    args.extend(clp.iter().map(String::as_str));
+    args.extend(["-o", html.to_str().unwrap()]);
+    let (code, out, err) = commlens(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(std::fs::read_to_string(&html).unwrap().contains("Operation mix"));
+    let (code, out, err) = commlens(&["diff", &clp[0], &clp[0]]);
+    assert_eq!(code, 0, "{out}{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

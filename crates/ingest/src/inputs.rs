@@ -11,7 +11,9 @@ use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// Files found under the given paths. Folders are walked recursively, in
-/// name order; hidden files are skipped. The flag says whether the file was
+/// name order; hidden files and what commlens itself writes (Parquet, HTML,
+/// Perfetto and its own Chrome traces, `summary.json`, model files) are
+/// skipped, so an output folder next to the inputs does not get in the way. The flag says whether the file was
 /// named explicitly (an explicit non-log is an error, a file found in a folder
 /// that is not a log is skipped with a note).
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, IngestError> {
@@ -41,11 +43,28 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), IngestError> {
         }
         if e.is_dir() {
             walk(&e, out)?;
-        } else if e.is_file() {
+        } else if e.is_file() && !is_commlens_output(&e) {
             out.push((e, false));
         }
     }
     Ok(())
+}
+
+/// Files commlens writes, recognised by extension or (Chrome traces) by the
+/// generator field in their first bytes; never inputs.
+fn is_commlens_output(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("").to_ascii_lowercase();
+    if matches!(ext.as_str(), "parquet" | "html" | "htm" | "pftrace" | "png" | "conf" | "md") || name == "summary.json" {
+        return true;
+    }
+    if ext == "json" {
+        use std::io::Read;
+        let mut head = [0u8; 256];
+        let n = std::fs::File::open(p).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+        return memchr::memmem::find(&head[..n], b"\"generator\":\"commlens").is_some();
+    }
+    false
 }
 
 /// What a file holds, judged by its first bytes.

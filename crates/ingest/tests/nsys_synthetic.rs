@@ -345,3 +345,57 @@ fn two_nodes_in_two_files() {
         table.logical.iter().filter(|l| table.comms[l.members[0].ix()].n_ops > 0).map(|l| l.members.len()).collect();
     assert_eq!(busy, vec![4, 4], "stream 31 and stream 40 handles of all four ranks");
 }
+
+/// Non-NCCL kernels, memcpys and memsets become each rank's compact
+/// compute records; rows of a GPU without NCCL kernels are counted and left out.
+#[test]
+fn compute_kernels_memcpy_and_memset() {
+    use commlens_ingest::kineto::{ComputeKernel, KernelClass};
+    let path = temp("compute.sqlite");
+    full_export(&path, [4242, 4243], 0);
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT NOT NULL, end INT NOT NULL, deviceId INT, contextId INT, \
+             streamId INT, correlationId INT, globalPid INT, bytes INT, copyKind INT);
+             CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INT NOT NULL, end INT NOT NULL, deviceId INT, contextId INT, \
+             streamId INT, correlationId INT, globalPid INT, value INT, bytes INT);",
+        )
+        .unwrap();
+        let ins = "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?1, ?2, ?3, 1, 9, 200, ?4, 4096, ?5)";
+        c.execute(ins, params![800_000, 800_500, 0, global_pid(4242), 8]).unwrap();
+        c.execute(ins, params![100_000, 100_250, 0, global_pid(4242), 1]).unwrap();
+        c.execute(ins, params![100_000, 100_250, 5, global_pid(4242), 1]).unwrap();
+        c.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?1, ?2, 1, 1, 9, 201, ?3, 0, 64)",
+            params![900_000, 900_010, global_pid(4243)],
+        )
+        .unwrap();
+    }
+    let t = nsys::load_nsys(&path).unwrap();
+    let show = |r: &commlens_ingest::kineto::RankTrace| -> Vec<(i64, u32, u32, String, KernelClass)> {
+        r.compute
+            .iter()
+            .map(|k| {
+                let n = &r.compute_names[k.name as usize];
+                assert_eq!(k.launch_lag_ns, ComputeKernel::NO_LAUNCH);
+                (k.start_ns, k.dur_ns, k.stream, n.name.clone(), n.class)
+            })
+            .collect()
+    };
+    use KernelClass::*;
+    assert_eq!(show(&t.ranks[0]), vec![
+        (100_000, 250, 9, "Memcpy HtoD".to_string(), Memory),
+        (500_000, 300, 7, "ampere_sgemm_128x64_nn".to_string(), Computation),
+        (800_000, 500, 9, "Memcpy DtoD".to_string(), Memory),
+        (7_000_000, 100, 8, "multimem_all_reduce_kernel".to_string(), OtherComm),
+    ]);
+    assert_eq!(show(&t.ranks[1]), vec![
+        (500_000, 300, 7, "ampere_sgemm_128x64_nn".to_string(), Computation),
+        (900_000, 10, 9, "Memset".to_string(), Memory),
+        (7_000_000, 100, 8, "multimem_all_reduce_kernel".to_string(), OtherComm),
+    ]);
+    assert_eq!(t.ranks[0].compute_names.len(), 4, "one name per distinct activity");
+    assert!(t.warnings.iter().any(|w| w.starts_with("1 non-NCCL GPU activities")), "{:?}", t.warnings);
+    assert_eq!(std::mem::size_of::<ComputeKernel>(), 24);
+}

@@ -5,7 +5,7 @@
 use commlens_core::OpKind;
 use commlens_ingest::inputs::load_inputs;
 use commlens_ingest::nccl_log::{load_path, ReadOptions};
-use commlens_synth::{generate, write_to_dir, RunConfig};
+use commlens_synth::{generate, write_to_dir, MoeDispatcher, RunConfig, Truth};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -16,7 +16,7 @@ fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
-fn check_run(cfg: &RunConfig, tag: &str) {
+fn check_run(cfg: &RunConfig, tag: &str) -> Truth {
     let run = generate(cfg);
     let dir = tmpdir(tag);
     let files = write_to_dir(&run, &dir).unwrap();
@@ -67,6 +67,14 @@ fn check_run(cfg: &RunConfig, tag: &str) {
     assert_eq!(tuned, truth.tuning_lines.iter().sum::<usize>());
     assert!(t.ops().filter(|o| !o.kind.is_p2p()).all(|o| o.algo.is_some() && o.proto.is_some()));
     let _ = std::fs::remove_dir_all(&dir);
+    run.truth
+}
+
+/// Ops of `kind` in the truth of every communicator whose strategy is `strategy`.
+fn truth_lines(truth: &Truth, strategy: &str, op: &str) -> usize {
+    let names: Vec<&str> =
+        truth.communicators.iter().filter(|c| c.strategy == strategy).map(|c| c.name.as_str()).collect();
+    truth.ops.iter().filter(|o| o.op == op && names.contains(&o.comm.as_str())).map(|o| o.lines).sum()
 }
 
 #[test]
@@ -89,6 +97,84 @@ fn older_nccl_format_round_trips() {
     cfg.nccl_version = "2.20.5".into();
     cfg.timestamps = false;
     check_run(&cfg, "v2205");
+}
+
+#[test]
+fn sequence_parallel_run_round_trips() {
+    let cfg = RunConfig { sequence_parallel: true, ..RunConfig::default() };
+    let truth = check_run(&cfg, "sp");
+    // Per layer and microbatch 6 AllGather + 4 ReduceScatter; no bf16 AllReduce remains on TP.
+    let layers = (cfg.layers_per_stage() * cfg.num_microbatches * cfg.iterations) as f64;
+    let ag = truth_lines(&truth, "tp-sp", "AllGather") as f64;
+    let rs = truth_lines(&truth, "tp-sp", "ReduceScatter") as f64;
+    assert!(ag >= 6.0 * layers * 4.0 && rs >= 4.0 * layers * 4.0, "{ag} {rs}");
+    assert!(truth.communicators.iter().any(|c| c.kind == "TP" && c.strategy == "tp-sp"));
+}
+
+#[test]
+fn distributed_optimizer_run_round_trips() {
+    let cfg = RunConfig { distributed_optimizer: true, iterations: 1, ..RunConfig::megatron(2, 1, 2) };
+    let truth = check_run(&cfg, "zero1");
+    let rs = truth_lines(&truth, "dp-zero1", "ReduceScatter");
+    assert!(rs > 0);
+    assert_eq!(rs, truth_lines(&truth, "dp-zero1", "AllGather"));
+    assert_eq!(truth_lines(&truth, "dp-zero1", "AllReduce"), 0);
+}
+
+#[test]
+fn virtual_pipeline_run_round_trips() {
+    let cfg = RunConfig { virtual_stages: 2, layers: 8, num_microbatches: 8, iterations: 1, ..RunConfig::megatron(1, 4, 1) };
+    let truth = check_run(&cfg, "vpp");
+    assert!(truth.op(3, "PP0", "Send").is_some());
+    let plain = generate(&RunConfig { virtual_stages: 1, ..cfg.clone() }).truth;
+    // Interleaving multiplies the stage-to-stage transfers (thesis §5.3.2).
+    assert!(truth_lines(&truth, "pp-vpp", "Send") >= 2 * truth_lines(&plain, "pp", "Send"));
+}
+
+fn moe(dispatcher: MoeDispatcher) -> RunConfig {
+    RunConfig {
+        ep: 4,
+        num_experts: 8,
+        moe_layer_freq: 2,
+        moe_dispatcher: dispatcher,
+        iterations: 1,
+        ..RunConfig::megatron(1, 1, 4)
+    }
+}
+
+#[test]
+fn expert_parallel_all_to_all_run_round_trips() {
+    let truth = check_run(&moe(MoeDispatcher::AllToAll), "ep-a2a");
+    assert!(truth_lines(&truth, "ep-a2a", "Send") > 0);
+    assert_eq!(truth_lines(&truth, "ep-a2a", "Send"), truth_lines(&truth, "ep-a2a", "Recv"));
+}
+
+#[test]
+fn expert_parallel_allgather_run_round_trips() {
+    let truth = check_run(&moe(MoeDispatcher::AllGather), "ep-ag");
+    // 4 AllGather + 3 ReduceScatter per MoE layer and microbatch.
+    assert_eq!(3 * truth_lines(&truth, "ep-allgather", "AllGather"), 4 * truth_lines(&truth, "ep-allgather", "ReduceScatter"));
+}
+
+#[test]
+fn all_variants_together_round_trip() {
+    // 16 ranks on 2 nodes: TP 2 with SP, PP 2 with 2 virtual stages, DP 4 with ZeRO-1,
+    // EP 2 (so expert-DP groups of 2) with the all-to-all dispatcher.
+    let cfg = RunConfig {
+        sequence_parallel: true,
+        distributed_optimizer: true,
+        virtual_stages: 2,
+        ep: 2,
+        num_experts: 4,
+        iterations: 1,
+        ..RunConfig::megatron(2, 2, 4)
+    };
+    let truth = check_run(&cfg, "all");
+    let strategies: std::collections::BTreeSet<&str> = truth.communicators.iter().map(|c| c.strategy.as_str()).collect();
+    for s in ["world", "dp-zero1", "mp", "tp-sp", "pp-vpp", "emb", "ep-a2a"] {
+        assert!(strategies.contains(s), "{s} missing from {strategies:?}");
+    }
+    assert!(truth.communicators.iter().any(|c| c.kind == "EDP" && c.nranks == 2));
 }
 
 #[test]

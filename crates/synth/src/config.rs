@@ -18,7 +18,27 @@ pub enum Schedule {
     AllForwardAllBackward,
 }
 
+/// Token dispatcher of the MoE layers (Megatron `--moe-token-dispatcher-type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MoeDispatcher {
+    /// `alltoall`: tokens travel by `all_to_all_single` on the EP group, which PyTorch issues as
+    /// one NCCL group of `Send`/`Recv` per peer (itself included, zero-sized splits skipped).
+    #[default]
+    AllToAll,
+    /// `allgather`: every EP rank gathers all tokens (AllGather) and reduce-scatters the output.
+    AllGather,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn two() -> usize {
+    2
+}
+
 /// What to synthesize. `world = tp * pp * dp`, one process per GPU (as torchrun starts them).
+/// Expert-parallel groups are carved out of the data-parallel ones (`ep` divides `dp`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     /// Tensor-parallel size.
@@ -65,6 +85,33 @@ pub struct RunConfig {
     pub interleave: bool,
     /// Op lines of `combined.log` cut mid-way with another process's line spliced in.
     pub broken_lines: usize,
+    /// Megatron sequence parallelism (`--sequence-parallel`): the TP AllReduces of each layer
+    /// become AllGather + ReduceScatter of `seq*mb*hidden/tp` elements.
+    #[serde(default)]
+    pub sequence_parallel: bool,
+    /// Distributed optimizer / ZeRO-1 (`--use-distributed-optimizer`): each gradient bucket is
+    /// reduce-scattered (fp32) and the updated parameters all-gathered (bf16) after the step.
+    #[serde(default)]
+    pub distributed_optimizer: bool,
+    /// Model chunks per pipeline stage (`--num-layers-per-virtual-pipeline-stage`); 1 = the
+    /// plain schedule, more = Megatron's interleaved 1F1B.
+    #[serde(default = "one")]
+    pub virtual_stages: usize,
+    /// Expert-parallel size (divides `dp`); 1 = no EP communicator.
+    #[serde(default = "one")]
+    pub ep: usize,
+    /// Experts per MoE layer (0 = dense model; divisible by `ep`).
+    #[serde(default)]
+    pub num_experts: usize,
+    /// Every `moe_layer_freq`-th layer (global index `% freq == 0`) is an MoE layer.
+    #[serde(default = "one")]
+    pub moe_layer_freq: usize,
+    /// Experts each token is routed to.
+    #[serde(default = "two")]
+    pub moe_topk: usize,
+    /// How MoE layers move tokens.
+    #[serde(default)]
+    pub moe_dispatcher: MoeDispatcher,
 }
 
 impl Default for RunConfig {
@@ -93,6 +140,14 @@ impl Default for RunConfig {
             call_lines: false,
             interleave: false,
             broken_lines: 0,
+            sequence_parallel: false,
+            distributed_optimizer: false,
+            virtual_stages: 1,
+            ep: 1,
+            num_experts: 0,
+            moe_layer_freq: 1,
+            moe_topk: 2,
+            moe_dispatcher: MoeDispatcher::AllToAll,
         }
     }
 }
@@ -128,6 +183,44 @@ impl RunConfig {
     /// Transformer layers held by each pipeline stage.
     pub fn layers_per_stage(&self) -> usize {
         self.layers / self.pp.max(1)
+    }
+
+    /// Transformer layers of one model chunk (a stage holds `virtual_stages` chunks).
+    pub fn layers_per_chunk(&self) -> usize {
+        self.layers_per_stage() / self.virtual_stages.max(1)
+    }
+
+    /// Whether global layer `layer` is an MoE layer.
+    pub fn is_moe_layer(&self, layer: usize) -> bool {
+        self.num_experts > 0 && layer % self.moe_layer_freq.max(1) == 0
+    }
+
+    /// Checks the parallelism variants (sequence parallelism, virtual stages, experts).
+    fn validate_variants(&self) -> Result<(), ConfigError> {
+        let v = self.virtual_stages;
+        if v == 0 || self.ep == 0 || self.moe_layer_freq == 0 {
+            return Err(ConfigError("virtual_stages, ep and moe_layer_freq must be at least 1".into()));
+        }
+        if v > 1 {
+            // Megatron's interleaved schedule: pp > 1, microbatches in whole groups of pp.
+            if self.pp < 2 || self.num_microbatches % self.pp != 0 || self.layers % (self.pp * v) != 0 {
+                return Err(ConfigError(format!(
+                    "virtual_stages {v} needs pp >= 2, num_microbatches divisible by pp and layers divisible by pp * virtual_stages"
+                )));
+            }
+        }
+        if self.ep > 1 && (self.dp % self.ep != 0 || self.num_experts == 0) {
+            return Err(ConfigError(format!("ep {} must divide dp {} and needs num_experts > 0", self.ep, self.dp)));
+        }
+        if self.num_experts > 0
+            && (self.num_experts % self.ep != 0 || self.moe_topk == 0 || self.moe_topk > self.num_experts)
+        {
+            return Err(ConfigError("num_experts must be divisible by ep, 1 <= moe_topk <= num_experts".into()));
+        }
+        if self.sequence_parallel && self.seq_len % self.tp != 0 {
+            return Err(ConfigError("sequence_parallel needs seq_len divisible by tp".into()));
+        }
+        Ok(())
     }
 
     /// Checks the configuration; [`crate::generate`] panics on what this rejects.
@@ -181,6 +274,7 @@ impl RunConfig {
                 "host_prefix must be non-empty, without ':', ' ' or '/'".into(),
             ));
         }
+        self.validate_variants()?;
         cuda_driver_version(&self.cuda_version)?;
         parse_version(&self.nccl_version)
     }
@@ -335,6 +429,15 @@ mod tests {
             ..RunConfig::default()
         };
         assert!(c.validate().is_err());
+        // ep must divide dp; interleaving needs pp > 1 and whole microbatch groups
+        c = RunConfig { ep: 2, num_experts: 4, ..RunConfig::megatron(1, 1, 3) };
+        assert!(c.validate().is_err());
+        c = RunConfig { virtual_stages: 2, ..RunConfig::megatron(2, 1, 1) };
+        assert!(c.validate().is_err());
+        c = RunConfig { virtual_stages: 2, num_microbatches: 3, ..RunConfig::megatron(1, 2, 1) };
+        assert!(c.validate().is_err());
+        c = RunConfig { virtual_stages: 2, num_microbatches: 4, ..RunConfig::megatron(1, 2, 1) };
+        assert!(c.validate().is_ok());
         assert_eq!(cuda_driver_version("12.8").unwrap(), 12080);
         assert_eq!(cuda_driver_version("13.0").unwrap(), 13000);
     }

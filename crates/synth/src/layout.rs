@@ -6,7 +6,10 @@
 //!
 //! Rank order is Megatron's default `tp-dp-pp`: `rank = t + tp * (d + dp * p)`. Groups are
 //! created, on every process, in the order WORLD, DP, MP, TP, PP, EMB (the order of
-//! `initialize_model_parallel`, MP being the model-parallel group). A group of one rank never
+//! `initialize_model_parallel`, MP being the model-parallel group), then the expert groups
+//! EP and EDP (expert data-parallel) when `ep > 1`. Expert groups follow Megatron's expert rank
+//! generator `tp-ep-dp-pp` with expert TP = TP: the DP coordinate splits into
+//! `d = e + ep * d'`, EP varies `e` (stride `tp`), EDP varies `d'` (stride `tp * ep`). A group of one rank never
 //! issues NCCL work, so it gets no communicator. MP exists only when `dp > 1` and
 //! `tp * pp > 1` (otherwise it has one rank or the same members as WORLD, which then serves
 //! the grad-norm reduction); EMB (first and last stage of each pipeline) only when `pp > 1`.
@@ -49,6 +52,10 @@ pub(crate) enum GroupKind {
     Tp,
     Pp,
     Emb,
+    /// Expert-parallel group (MoE token dispatch).
+    Ep,
+    /// Expert data-parallel group (gradients of the expert weights).
+    ExpDp,
 }
 
 impl GroupKind {
@@ -60,6 +67,28 @@ impl GroupKind {
             GroupKind::Tp => "TP",
             GroupKind::Pp => "PP",
             GroupKind::Emb => "EMB",
+            GroupKind::Ep => "EP",
+            GroupKind::ExpDp => "EDP",
+        }
+    }
+
+    /// The strategy whose traffic this group carries under `cfg`, as the truth names it.
+    pub fn strategy(self, cfg: &RunConfig) -> &'static str {
+        use crate::config::MoeDispatcher;
+        match self {
+            GroupKind::World => "world",
+            GroupKind::Dp | GroupKind::ExpDp if cfg.distributed_optimizer => "dp-zero1",
+            GroupKind::Dp | GroupKind::ExpDp => "dp",
+            GroupKind::Mp => "mp",
+            GroupKind::Tp if cfg.sequence_parallel => "tp-sp",
+            GroupKind::Tp => "tp",
+            GroupKind::Pp if cfg.virtual_stages > 1 => "pp-vpp",
+            GroupKind::Pp => "pp",
+            GroupKind::Emb => "emb",
+            GroupKind::Ep => match cfg.moe_dispatcher {
+                MoeDispatcher::AllToAll => "ep-a2a",
+                MoeDispatcher::AllGather => "ep-allgather",
+            },
         }
     }
 }
@@ -194,6 +223,27 @@ impl Layout {
                 groups.push((GroupKind::Emb, i, vec![i, i + (cfg.pp - 1) * n]));
             }
         }
+        if cfg.ep > 1 {
+            let edp = cfg.dp / cfg.ep;
+            for p in 0..cfg.pp {
+                for d2 in 0..edp {
+                    for t in 0..cfg.tp {
+                        let m = (0..cfg.ep).map(|e| rank_of(t, e + cfg.ep * d2, p)).collect();
+                        groups.push((GroupKind::Ep, (p * edp + d2) * cfg.tp + t, m));
+                    }
+                }
+            }
+            if edp > 1 {
+                for p in 0..cfg.pp {
+                    for e in 0..cfg.ep {
+                        for t in 0..cfg.tp {
+                            let m = (0..edp).map(|d2| rank_of(t, e + cfg.ep * d2, p)).collect();
+                            groups.push((GroupKind::ExpDp, (p * cfg.ep + e) * cfg.tp + t, m));
+                        }
+                    }
+                }
+            }
+        }
 
         // Per-process heap base for `comm`/`stream` pointers (glibc heap, `0x55..`/`0x56..`).
         let heap: Vec<u64> = (0..world)
@@ -283,6 +333,23 @@ mod tests {
         assert_eq!(l.proc_comms[3].len(), 4);
         assert_eq!(l.procs[3].pp_rank, 1);
         assert_eq!(l.procs[3].tp_rank, 1);
+    }
+
+    #[test]
+    fn expert_groups_are_carved_from_dp() {
+        let cfg = RunConfig { ep: 2, num_experts: 4, ..RunConfig::megatron(2, 1, 4) };
+        let l = layout(&cfg);
+        // rank = t + 2*d; DP of t=1 is [1, 3, 5, 7]; EP splits it in [1, 3] and [5, 7].
+        let ep = l.comm_of(5, GroupKind::Ep).unwrap();
+        assert_eq!(l.comms[ep].members, vec![5, 7]);
+        let edp = l.comm_of(5, GroupKind::ExpDp).unwrap();
+        assert_eq!(l.comms[edp].members, vec![1, 5]);
+        assert_eq!(l.comms.iter().filter(|c| c.kind == GroupKind::Ep).count(), 4);
+        assert_eq!(GroupKind::Ep.strategy(&cfg), "ep-a2a");
+        // ep = dp: one EP group per DP group, no expert-DP group (it would have one rank).
+        let l = layout(&RunConfig { ep: 4, num_experts: 4, ..RunConfig::megatron(1, 1, 4) });
+        assert_eq!(l.comm_of(0, GroupKind::Ep).map(|c| l.comms[c].members.clone()), Some(vec![0, 1, 2, 3]));
+        assert!(l.comm_of(0, GroupKind::ExpDp).is_none());
     }
 
     #[test]

@@ -16,15 +16,21 @@
 //!
 //! Modules: `config` (what to generate), `layout` (ranks, hosts, communicators), `topo`
 //! (hardware and topology dump text), `init` (communicator lifecycle text), `traffic`
-//! (Megatron program per rank), `sim` (clocks, op and tuning lines), `writer` (prefixes,
-//! files, interleaving), `truth` (ground truth).
+//! (Megatron program per rank), `interleaved` (virtual-stage pipeline schedule), `moe`
+//! (expert-parallel token dispatch), `params` (parameters, gradient buckets and their sync),
+//! `sim` (clocks, op and tuning lines), `writer` (prefixes, files, interleaving), `truth`
+//! (ground truth).
 
 mod config;
 mod init;
+mod interleaved;
 mod layout;
+mod moe;
+mod params;
 mod rng;
 mod sim;
 mod topo;
+mod traces;
 mod traffic;
 mod truth;
 mod writer;
@@ -32,8 +38,12 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use config::{parse_version, ConfigError, LogFormat, NcclVersion, RunConfig, Schedule};
+pub use config::{parse_version, ConfigError, LogFormat, MoeDispatcher, NcclVersion, RunConfig, Schedule};
 pub use rng::SplitMix64;
+pub use traces::{
+    drop_log_ops, generate_traces, DroppedLogOp, GeneratedTraces, KernelTruth, LogOpRef, TraceConfig,
+    TraceKernel, TraceTruth,
+};
 pub use truth::{BrokenLine, CombinedTruth, CommTruth, OpTruth, RankTruth, Truth};
 
 use std::path::{Path, PathBuf};
@@ -82,6 +92,13 @@ pub fn generate(cfg: &RunConfig) -> GeneratedRun {
 
 /// Generates a run, or says why the configuration is invalid.
 pub fn try_generate(cfg: &RunConfig) -> Result<GeneratedRun, ConfigError> {
+    generate_full(cfg).map(|(run, _, _)| run)
+}
+
+/// [`try_generate`] plus the layout and the simulation's recorded events (for `traces`).
+pub(crate) fn generate_full(
+    cfg: &RunConfig,
+) -> Result<(GeneratedRun, layout::Layout, sim::SimOutput), ConfigError> {
     let ver = cfg.validate()?;
     let driver = config::cuda_driver_version(&cfg.cuda_version)?;
     let mut rng = SplitMix64::new(cfg.seed);
@@ -133,6 +150,7 @@ pub fn try_generate(cfg: &RunConfig) -> Result<GeneratedRun, ConfigError> {
         .map(|c| CommTruth {
             name: c.name.clone(),
             kind: c.kind.label().to_string(),
+            strategy: c.kind.strategy(cfg).to_string(),
             comm_id: c.comm_id,
             comm_id_hex: format!("{:#x}", c.comm_id),
             nranks: c.nranks(),
@@ -158,14 +176,15 @@ pub fn try_generate(cfg: &RunConfig) -> Result<GeneratedRun, ConfigError> {
         tp: cfg.tp,
         pp: cfg.pp,
         dp: cfg.dp,
+        ep: cfg.ep,
         nccl_version: cfg.nccl_version.clone(),
         ranks,
         communicators,
         ops,
-        tuning_lines: out.tuning,
+        tuning_lines: out.tuning.clone(),
         combined,
     };
-    Ok(GeneratedRun { files, truth })
+    Ok((GeneratedRun { files, truth }, layout, out))
 }
 
 /// Writes the files of a run into `dir` (created if missing); returns their paths.

@@ -17,7 +17,7 @@ use crate::init::{self, InitTiming};
 use crate::layout::Layout;
 use crate::rng::{mix64, SplitMix64};
 use crate::topo;
-use crate::traffic::{dtype_size, CollCall, P2pCall, Step};
+use crate::traffic::{dtype_size, Coll, CollCall, P2pCall, Step};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Kind of an emitted line.
@@ -46,6 +46,40 @@ pub(crate) struct SimOutput {
     /// (global rank, comm index, op name) -> (op lines, bytes).
     pub ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
     pub tuning: Vec<usize>,
+    /// Per rank, what the GPU-trace generator (`crate::traces`) needs: every op line's
+    /// structured fields and every compute step, in program order. Recording only.
+    pub events: Vec<Vec<SimEvent>>,
+}
+
+/// One op line as structured data (the `traces` module turns these into kernels).
+#[derive(Clone, Debug)]
+pub(crate) struct OpRec {
+    /// Index of the op line in the rank's [`SimOutput::lines`].
+    pub line: usize,
+    pub comm: usize,
+    /// Log name (`AllReduce`, `Send`, ...).
+    pub name: &'static str,
+    pub opcount: u64,
+    pub count: u64,
+    pub dtype: u8,
+    pub redop: u8,
+    pub bytes: u64,
+    /// Whether the op is part of a Send/Recv group (same `opcount` = same group).
+    pub p2p: bool,
+    /// The CPU waits for the result.
+    pub sync: bool,
+    /// Simulated GPU transfer time, microseconds.
+    pub dur_us: f64,
+}
+
+/// A recorded step; times are the rank's simulated clock in microseconds.
+#[derive(Clone, Debug)]
+pub(crate) enum SimEvent {
+    Op { t_us: f64, rec: OpRec },
+    Compute { t_us: f64, dur_us: f64 },
+    IterEnd { t_us: f64, dur_us: f64 },
+    /// A blocking step (init, sync collective, p2p group) completed.
+    Done { t_us: f64 },
 }
 
 type PairKey = (usize, usize, usize);
@@ -68,6 +102,7 @@ struct RankState {
     started: bool,
     pending: Option<Pending>,
     rng: SplitMix64,
+    events: Vec<SimEvent>,
 }
 
 struct Sim<'a> {
@@ -113,6 +148,7 @@ pub(crate) fn run(
                 started: false,
                 pending: None,
                 rng,
+                events: Vec::new(),
             }
         })
         .collect();
@@ -149,10 +185,12 @@ pub(crate) fn run(
             "synthetic program deadlocked (bug in commlens-synth traffic)"
         );
     }
+    let (lines, events) = sim.st.into_iter().map(|s| (s.lines, s.events)).unzip();
     SimOutput {
-        lines: sim.st.into_iter().map(|s| s.lines).collect(),
+        lines,
         ops: sim.ops,
         tuning: sim.tuning,
+        events,
     }
 }
 
@@ -213,7 +251,7 @@ impl Sim<'_> {
     }
 
     /// GPU time of a collective in microseconds.
-    fn coll_time(&self, comm: usize, bytes: u64, allreduce: bool) -> f64 {
+    fn coll_time(&self, comm: usize, bytes: u64, kind: Coll) -> f64 {
         let c = &self.layout.comms[comm];
         let n = c.nranks() as f64;
         let (lat, bw) = if c.inter_node() {
@@ -221,13 +259,14 @@ impl Sim<'_> {
         } else {
             (8.0, topo::intra_node_bw(self.cfg.gpus_per_node) * 0.8e3)
         };
-        let factor = if allreduce { 2.0 * (n - 1.0) / n } else { 1.0 };
-        lat + factor * bytes as f64 / bw
+        lat + kind.wire_factor(n) * bytes as f64 / bw
     }
 
     fn step(&mut self, r: usize) -> bool {
         if let Some(p) = self.st[r].pending.take() {
             if self.try_complete(r, &p) {
+                let t_us = self.st[r].clock;
+                self.st[r].events.push(SimEvent::Done { t_us });
                 self.st[r].pc += 1;
                 return true;
             }
@@ -244,12 +283,16 @@ impl Sim<'_> {
             Step::P2p(c, calls) => self.issue_p2p(r, c, &calls),
             Step::Compute(us) => {
                 let s = &mut self.st[r];
-                s.clock += s.rng.jitter(us, 0.05);
+                let (t_us, dur_us) = (s.clock, s.rng.jitter(us, 0.05));
+                s.events.push(SimEvent::Compute { t_us, dur_us });
+                s.clock += dur_us;
                 s.pc += 1;
             }
             Step::IterEnd(us) => {
                 let s = &mut self.st[r];
-                s.clock += s.rng.jitter(us, 0.1);
+                let (t_us, dur_us) = (s.clock, s.rng.jitter(us, 0.1));
+                s.events.push(SimEvent::IterEnd { t_us, dur_us });
+                s.clock += dur_us;
                 s.pc += 1;
             }
             Step::Destroy(c) => {
@@ -292,13 +335,19 @@ impl Sim<'_> {
         let oc = *self.st[r].opcount.entry(c).or_insert(0);
         self.st[r].opcount.insert(c, oc + 1);
         let buf = self.buf(r, call.tag, bytes);
+        // AllGather/ReduceScatter write a separate (gathered / full-size) buffer.
+        let recv = if call.kind.in_place() {
+            buf
+        } else {
+            self.buf(r, call.tag ^ (1 << 20), bytes * comm.nranks() as u64)
+        };
         let name = call.kind.name();
         let text = op_text(
             &self.ver,
             name,
             oc,
             Some(buf),
-            buf,
+            recv,
             call.count,
             call.dtype,
             call.redop,
@@ -308,13 +357,14 @@ impl Sim<'_> {
             comm.streams[cr],
         );
         let main = self.layout.procs[r].pid;
+        let (line, t_op) = (self.st[r].lines.len(), self.st[r].clock);
         self.emit(r, main, LineKind::Op, text);
         let e = self.ops.entry((r, c, name)).or_insert((0, 0));
         e.0 += 1;
         e.1 += bytes;
         if self.cfg.call_lines {
             let call_text = format!(
-                "nccl{name}({buf:x},{buf:x},{},{},{},{},{:#x},{:#x})",
+                "nccl{name}({buf:x},{recv:x},{},{},{},{},{:#x},{:#x})",
                 call.count, call.dtype, call.redop, call.root, comm.ptrs[cr], comm.streams[cr]
             );
             self.emit(r, main, LineKind::Call, call_text);
@@ -323,7 +373,21 @@ impl Sim<'_> {
         let tuning = tuning_text(name, bytes, comm.nranks(), comm.channels);
         self.emit(r, main, LineKind::Tuning, tuning);
         self.tuning[r] += 1;
-        let dur = self.coll_time(c, bytes, name == "AllReduce");
+        let dur = self.coll_time(c, bytes, call.kind);
+        let rec = OpRec {
+            line,
+            comm: c,
+            name,
+            opcount: oc,
+            count: call.count,
+            dtype: call.dtype,
+            redop: call.redop,
+            bytes,
+            p2p: false,
+            sync: call.sync,
+            dur_us: dur,
+        };
+        self.st[r].events.push(SimEvent::Op { t_us: t_op, rec });
         if call.sync {
             let seq = *self.st[r].sync_seq.entry(c).or_insert(0);
             self.st[r].sync_seq.insert(c, seq + 1);
@@ -379,6 +443,7 @@ impl Sim<'_> {
                 comm.nranks(),
                 comm.streams[cr],
             );
+            let (line, t_op) = (self.st[r].lines.len(), self.st[r].clock);
             self.emit(r, main, LineKind::Op, text);
             if self.cfg.call_lines {
                 let t = format!(
@@ -412,7 +477,22 @@ impl Sim<'_> {
                 topo::NET_BW * 1e3
             };
             waits.push((key, k, op.send, 8.0 + bytes as f64 / bw));
-            if self.st[r].p2p_connected.insert((c, op.peer, op.send)) {
+            let rec = OpRec {
+                line,
+                comm: c,
+                name,
+                opcount: oc,
+                count: op.count,
+                dtype: op.dtype,
+                redop: 0,
+                bytes,
+                p2p: true,
+                sync: true,
+                dur_us: 8.0 + bytes as f64 / bw,
+            };
+            self.st[r].events.push(SimEvent::Op { t_us: t_op, rec });
+            // A Send/Recv to itself (all-to-all) is a local copy: no connection lines.
+            if op.peer != cr && self.st[r].p2p_connected.insert((c, op.peer, op.send)) {
                 new_conns.push((op.peer, op.send));
             }
         }

@@ -194,6 +194,24 @@ fn truth_totals_match_text() {
             gpus_per_node: 4,
             ..RunConfig::megatron(2, 2, 2)
         },
+        // the variants: SP + ZeRO-1 + virtual stages + EP with both dispatchers
+        RunConfig {
+            sequence_parallel: true,
+            distributed_optimizer: true,
+            virtual_stages: 2,
+            ep: 2,
+            num_experts: 4,
+            iterations: 1,
+            gpus_per_node: 4,
+            ..RunConfig::megatron(2, 2, 2)
+        },
+        RunConfig {
+            ep: 4,
+            num_experts: 4,
+            moe_dispatcher: crate::MoeDispatcher::AllGather,
+            iterations: 1,
+            ..RunConfig::megatron(1, 1, 4)
+        },
     ] {
         let run = generate(&cfg);
         let t = &run.truth;
@@ -490,4 +508,52 @@ fn edge_layouts_generate() {
         dp.bytes,
         4 * buckets.iter().sum::<u64>() * cfg.iterations as u64
     );
+}
+
+#[test]
+fn sequence_parallel_counts_follow_megatron() {
+    // TP 2, one stage: per microbatch the batch Broadcasts, the embedding ReduceScatter, per
+    // layer 2 AllGather + 2 ReduceScatter forward and 4 + 2 backward, the output layer's
+    // AllGather (forward) and AllGather + ReduceScatter (backward), the embedding's AllGather
+    // (backward); once per iteration the layer-norm gradient AllReduce.
+    let cfg = RunConfig { sequence_parallel: true, ..RunConfig::megatron(2, 1, 1) };
+    let t = generate(&cfg).truth;
+    let (m, l) = (cfg.num_microbatches * cfg.iterations, cfg.layers_per_stage());
+    let lines = |op: &str| t.op(0, "TP0", op).map_or(0, |o| o.lines);
+    assert_eq!(lines("AllGather"), m * (6 * l + 3));
+    assert_eq!(lines("ReduceScatter"), m * (4 * l + 2));
+    assert_eq!(lines("AllReduce"), 3 * m + cfg.iterations);
+    // every AllGather/ReduceScatter moves one sequence shard of bf16 activations
+    let shard = (cfg.seq_len * cfg.micro_batch * cfg.hidden / cfg.tp * 2) as u64;
+    assert_eq!(t.op(0, "TP0", "ReduceScatter").unwrap().bytes, shard * lines("ReduceScatter") as u64);
+    assert_eq!(t.comm("TP0").unwrap().strategy, "tp-sp");
+}
+
+#[test]
+fn all_to_all_sends_to_itself_and_balances() {
+    let cfg = RunConfig { ep: 4, num_experts: 8, iterations: 1, ..RunConfig::megatron(1, 1, 4) };
+    let run = generate(&cfg);
+    let ep = run.truth.comm("EP0").unwrap();
+    assert_eq!(ep.strategy, "ep-a2a");
+    let (mut sent, mut received) = (0u64, 0u64);
+    let mut self_sends = 0;
+    for r in 0..4 {
+        let ptr = &ep.comm_ptrs[ep.members.iter().position(|&m| m == r).unwrap()];
+        for o in run.files[r].contents.lines().filter_map(parse_op).filter(|o| &o.comm == ptr) {
+            match o.op.as_str() {
+                "Send" => sent += o.count,
+                "Recv" => received += o.count,
+                _ => continue,
+            }
+            self_sends += (o.op == "Send" && o.root == r as u64) as usize;
+        }
+        // a Send/Recv to itself is a local copy: no connection line towards itself
+        assert!(!run.files[r].contents.contains(&format!(": {r}[{r}] -> {r}[{r}]")));
+    }
+    assert_eq!(sent, received);
+    assert!(self_sends > 0);
+    // tokens routed per all-to-all: seq * mb * topk, times hidden elements, 4 per layer and
+    // microbatch over 4 ranks
+    let per_a2a = (cfg.seq_len * cfg.micro_batch * cfg.moe_topk * cfg.hidden) as u64;
+    assert_eq!(sent, per_a2a * 4 * 4 * (cfg.layers * cfg.num_microbatches) as u64);
 }

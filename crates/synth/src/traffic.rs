@@ -6,7 +6,7 @@
 //! each iteration, shutdown barrier and comm destruction. It knows nothing about text or time
 //! beyond the compute cost of each step (see `sim` for both).
 //!
-//! Traffic model (no sequence parallelism; bf16 activations, fp32 main grads):
+//! Traffic model (bf16 activations, fp32 main grads; variants below):
 //! - TP (tp > 1), per microbatch: `Broadcast` of the batch from TP rank 0 (int64 tokens and
 //!   position ids on the first stage, int64 labels and fp32 loss mask on the last stage, all
 //!   four when pp = 1); embedding `AllReduce` (first stage); 2 `AllReduce` per layer forward
@@ -15,13 +15,31 @@
 //!   `AllReduce` (last stage).
 //! - PP (pp > 1): batched `Send`/`Recv` (`batch_isend_irecv`, one ncclGroup per call) on the PP
 //!   communicator, peer = adjacent stage, count `seq*mb*hidden/tp` bf16 (thesis eq. 2.9).
-//! - End of iteration: DP gradient `AllReduce` per bucket (dp > 1, fp32, buckets of
-//!   max(40M, 1M*dp) elements), word-embedding gradient `AllReduce` on EMB (pp > 1), grad-norm
-//!   `AllReduce` of one fp32 on MP (dp > 1) or WORLD.
+//! - End of iteration (buckets and their sync live in `params`): DP gradient `AllReduce` per
+//!   bucket (dp > 1, fp32, buckets of max(40M, 1M*dp) elements), word-embedding gradient
+//!   `AllReduce` on EMB (pp > 1), grad-norm `AllReduce` of one fp32 on MP (dp > 1) or WORLD.
 //! - Start-up: barrier, start-time `AllReduce` (fp64, op min), barrier on WORLD; shutdown barrier.
+//!
+//! Variants (Megatron-LM code paths, thesis §5.3):
+//! - Sequence parallelism: per sublayer forward `AllGather` (input) + `ReduceScatter` (output)
+//!   of `seq*mb*hidden/tp` bf16 elements; backward `AllGather` (output grad), `AllGather`
+//!   (input again, for the weight gradient) and `ReduceScatter` (input grad), so 6 AllGather
+//!   and 4 ReduceScatter per layer and microbatch. The embedding output is reduce-scattered,
+//!   the output layer gathers its input, and the layer-norm gradients are all-reduced on TP
+//!   once per iteration (`_allreduce_layernorm_grads`).
+//! - Distributed optimizer: per bucket (padded to a multiple of lcm(dp, 128)) a fp32
+//!   `ReduceScatter` of `bucket/dp` elements before the step and a bf16 `AllGather` of the
+//!   same count after it.
+//! - Virtual stages: Megatron's interleaved 1F1B (see `interleaved`); p2p peers wrap around
+//!   the pipeline (the last stage feeds model chunk `k+1` on the first stage).
+//! - Experts: see `moe` for the dispatchers; expert weights get their gradients reduced on the
+//!   expert-DP group, the router and attention weights on DP. The TP collectives of an MoE
+//!   layer are kept as in a dense layer (they stand for the expert output reduction over TP).
 
 use crate::config::{RunConfig, Schedule};
 use crate::layout::{GroupKind, Layout};
+pub(crate) use crate::params::{grad_buckets, stage_params};
+use crate::params::{expert_grad_buckets, layernorm_params};
 
 /// NCCL datatype enum values used here.
 pub(crate) const INT64: u8 = 4;
@@ -45,6 +63,8 @@ pub(crate) fn dtype_size(dt: u8) -> u64 {
 pub(crate) enum Coll {
     AllReduce,
     Broadcast,
+    AllGather,
+    ReduceScatter,
 }
 
 impl Coll {
@@ -52,7 +72,25 @@ impl Coll {
         match self {
             Coll::AllReduce => "AllReduce",
             Coll::Broadcast => "Broadcast",
+            Coll::AllGather => "AllGather",
+            Coll::ReduceScatter => "ReduceScatter",
         }
+    }
+
+    /// Bytes each rank moves over the ring per byte of `count x sizeof(dtype)` on `n` ranks
+    /// (AllGather and ReduceScatter log the per-rank count).
+    pub fn wire_factor(self, n: f64) -> f64 {
+        match self {
+            Coll::AllReduce => 2.0 * (n - 1.0) / n,
+            Coll::Broadcast => 1.0,
+            Coll::AllGather | Coll::ReduceScatter => n - 1.0,
+        }
+    }
+
+    /// Whether the output lands in the input buffer (PyTorch's in-place AllReduce/Broadcast);
+    /// AllGather and ReduceScatter write a separate buffer.
+    pub fn in_place(self) -> bool {
+        matches!(self, Coll::AllReduce | Coll::Broadcast)
     }
 }
 
@@ -99,31 +137,51 @@ pub(crate) enum Step {
 /// Effective GPU throughput used to turn FLOPs into time (flops per microsecond).
 const FLOPS_PER_US: f64 = 120e6;
 
-struct Ctx<'a> {
-    cfg: &'a RunConfig,
-    rank: usize,
-    first: bool,
-    last: bool,
-    tp: Option<usize>,
-    pp: Option<usize>,
-    steps: Vec<Step>,
+/// The layers one forward or backward pass of a rank runs: a whole stage, or one model chunk
+/// of an interleaved pipeline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chunk {
+    /// Holds the embedding (first chunk of the model).
+    pub first: bool,
+    /// Holds the output layer and loss (last chunk of the model).
+    pub last: bool,
+    /// Index among the stage's layers of the chunk's first layer (buffer tags).
+    pub local0: usize,
+    /// Global index of the chunk's first layer (MoE layer pattern).
+    pub global0: usize,
+    pub layers: usize,
+}
+
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a RunConfig,
+    pub layout: &'a Layout,
+    pub rank: usize,
+    pub first: bool,
+    pub last: bool,
+    pub tp: Option<usize>,
+    pub pp: Option<usize>,
+    /// The EP communicator and this rank's position in it.
+    pub ep: Option<(usize, usize)>,
+    /// Current iteration (MoE routing differs per iteration).
+    pub iter: usize,
+    pub steps: Vec<Step>,
 }
 
 impl Ctx<'_> {
-    fn act(&self) -> u64 {
+    pub fn act(&self) -> u64 {
         (self.cfg.seq_len * self.cfg.micro_batch * self.cfg.hidden) as u64
     }
 
-    fn tokens(&self) -> u64 {
+    pub fn tokens(&self) -> u64 {
         (self.cfg.seq_len * self.cfg.micro_batch) as u64
     }
 
-    fn compute(&mut self, flops: f64) {
+    pub fn compute(&mut self, flops: f64) {
         self.steps
             .push(Step::Compute((flops / FLOPS_PER_US).max(15.0)));
     }
 
-    fn coll(
+    pub fn coll(
         &mut self,
         comm: Option<usize>,
         kind: Coll,
@@ -152,20 +210,33 @@ impl Ctx<'_> {
         (24.0 * b * s * h * h + 4.0 * b * s * s * h) / c.tp as f64
     }
 
-    fn forward(&mut self, mb: usize) {
+    /// The whole stage as one chunk (no virtual stages).
+    fn stage_chunk(&self) -> Chunk {
+        let lps = self.cfg.layers_per_stage();
+        Chunk { first: self.first, last: self.last, local0: 0, global0: self.rank_stage() * lps, layers: lps }
+    }
+
+    /// One TP AllGather or ReduceScatter of the sequence-parallel activation shard.
+    fn sp_coll(&mut self, kind: Coll, tag: u64) {
+        let shard = self.act() / self.cfg.tp as u64;
+        self.coll(self.tp, kind, shard, BFLOAT16, 0, tag);
+    }
+
+    pub(crate) fn forward(&mut self, mb: usize, ch: Chunk) {
         let c = self.cfg;
         let tok = self.tokens();
-        if self.first || self.last {
+        let sp = c.sequence_parallel;
+        if ch.first || ch.last {
             // get_batch_on_this_tp_rank: TP rank 0 reads, the others receive.
             let mut items: Vec<(u8, u64)> = Vec::new();
-            if self.first {
+            if ch.first {
                 items.push((INT64, 1));
             }
-            if self.last {
+            if ch.last {
                 items.push((INT64, 2));
                 items.push((FLOAT32, 3));
             }
-            if self.first {
+            if ch.first {
                 items.push((INT64, 4));
             }
             self.compute(2e9);
@@ -174,23 +245,28 @@ impl Ctx<'_> {
             }
         }
         let act = self.act();
-        if self.first {
+        let odd = mb as u64 & 1;
+        if ch.first {
             self.compute(2.0 * act as f64);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x200 + (mb as u64 & 1),
-            );
+            if sp {
+                self.sp_coll(Coll::ReduceScatter, 0x200 + odd);
+            } else {
+                self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x200 + odd);
+            }
         }
         let lf = self.layer_flops();
-        for l in 0..c.layers_per_stage() as u64 {
-            self.layer_all_reduces(0x1000 + l * 16, mb, act, lf / 3.0, lf * 2.0 / 3.0);
+        for k in 0..ch.layers {
+            let tag = 0x1000 + (ch.local0 + k) as u64 * 16;
+            let moe = c.is_moe_layer(ch.global0 + k).then_some(ch.global0 + k);
+            self.sublayer_forward(tag, mb, lf / 3.0, None);
+            self.sublayer_forward(tag + 2, mb, lf * 2.0 / 3.0, moe);
         }
-        if self.last {
+        if ch.last {
             let logits = 2.0 * act as f64 * c.vocab as f64 / c.tp as f64;
+            if sp {
+                // The output layer (column-parallel) gathers its sequence-sharded input.
+                self.sp_coll(Coll::AllGather, 0x304 + odd);
+            }
             self.compute(logits);
             self.coll(self.tp, Coll::AllReduce, tok, FLOAT32, 2, 0x300);
             self.coll(self.tp, Coll::AllReduce, tok, FLOAT32, 0, 0x301);
@@ -199,34 +275,86 @@ impl Ctx<'_> {
         }
     }
 
-    /// One transformer layer's two TP AllReduces (attention, then MLP), each
-    /// after its compute; `tag` seeds the buffer addresses.
-    fn layer_all_reduces(&mut self, tag: u64, mb: usize, act: u64, attn_flops: f64, mlp_flops: f64) {
-        self.compute(attn_flops);
-        self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + (mb as u64 & 1));
-        self.compute(mlp_flops);
-        self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + 2 + (mb as u64 & 1));
+    /// Forward of one sublayer (attention or MLP): its compute, then the TP AllReduce of its
+    /// output, or with sequence parallelism the AllGather of its input before and the
+    /// ReduceScatter of its output after; an MoE MLP dispatches tokens around its compute.
+    /// `tag` seeds the buffer addresses.
+    fn sublayer_forward(&mut self, tag: u64, mb: usize, flops: f64, moe: Option<usize>) {
+        let odd = mb as u64 & 1;
+        let sp = self.cfg.sequence_parallel;
+        if sp {
+            self.sp_coll(Coll::AllGather, tag + 4 + odd);
+        }
+        match moe {
+            Some(layer) => {
+                self.moe_dispatch(layer, mb);
+                self.compute(flops);
+                self.moe_combine(layer, mb);
+            }
+            None => self.compute(flops),
+        }
+        if sp {
+            self.sp_coll(Coll::ReduceScatter, tag + odd);
+        } else {
+            let act = self.act();
+            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + odd);
+        }
     }
 
-    fn backward(&mut self, mb: usize) {
+    /// Backward of one sublayer: the TP AllReduce of the input gradient, or with sequence
+    /// parallelism AllGather of the output gradient, AllGather of the input (weight gradient)
+    /// and ReduceScatter of the input gradient; an MoE MLP sends the gradients back the way
+    /// the tokens came.
+    fn sublayer_backward(&mut self, tag: u64, mb: usize, flops: f64, moe: Option<usize>) {
+        let odd = mb as u64 & 1;
+        let sp = self.cfg.sequence_parallel;
+        if sp {
+            self.sp_coll(Coll::AllGather, tag + 4 + odd);
+        }
+        match moe {
+            Some(layer) => {
+                self.moe_combine_backward(layer, mb);
+                self.compute(flops);
+                self.moe_dispatch_backward(layer, mb);
+            }
+            None => self.compute(flops),
+        }
+        if sp {
+            self.sp_coll(Coll::AllGather, tag + 6 + odd);
+            self.sp_coll(Coll::ReduceScatter, tag + odd);
+        } else {
+            let act = self.act();
+            self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, tag + odd);
+        }
+    }
+
+    pub(crate) fn backward(&mut self, mb: usize, ch: Chunk) {
         let c = self.cfg;
         let act = self.act();
-        if self.last {
+        let odd = mb as u64 & 1;
+        let sp = c.sequence_parallel;
+        if ch.last {
             self.compute(4.0 * act as f64 * c.vocab as f64 / c.tp as f64);
-            self.coll(
-                self.tp,
-                Coll::AllReduce,
-                act,
-                BFLOAT16,
-                0,
-                0x400 + (mb as u64 & 1),
-            );
+            if sp {
+                self.sp_coll(Coll::AllGather, 0x404 + odd);
+                self.sp_coll(Coll::ReduceScatter, 0x400 + odd);
+            } else {
+                self.coll(self.tp, Coll::AllReduce, act, BFLOAT16, 0, 0x400 + odd);
+            }
         }
         let lf = self.layer_flops();
-        for l in (0..c.layers_per_stage() as u64).rev() {
-            self.layer_all_reduces(0x2000 + l * 16, mb, act, lf * 4.0 / 3.0, lf * 2.0 / 3.0);
+        for k in (0..ch.layers).rev() {
+            let tag = 0x2000 + (ch.local0 + k) as u64 * 16;
+            // The MLP's backward runs first.
+            let moe = c.is_moe_layer(ch.global0 + k).then_some(ch.global0 + k);
+            self.sublayer_backward(tag, mb, lf * 4.0 / 3.0, moe);
+            self.sublayer_backward(tag + 2, mb, lf * 2.0 / 3.0, None);
         }
-        if self.first {
+        if ch.first {
+            if sp {
+                // Gradient of the embedding's ReduceScatter.
+                self.sp_coll(Coll::AllGather, 0x204 + odd);
+            }
             self.compute(2.0 * act as f64);
         }
     }
@@ -253,7 +381,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn rank_stage(&self) -> usize {
+    pub fn rank_stage(&self) -> usize {
         self.rank / (self.cfg.tp * self.cfg.dp)
     }
 
@@ -278,16 +406,20 @@ impl Ctx<'_> {
 
     fn iteration(&mut self) {
         let m = self.cfg.num_microbatches;
+        if self.cfg.virtual_stages > 1 {
+            return self.interleaved_iteration();
+        }
+        let ch = self.stage_chunk();
         match self.cfg.schedule {
             Schedule::AllForwardAllBackward => {
                 for i in 0..m {
                     self.recv_forward(i);
-                    self.forward(i);
+                    self.forward(i, ch);
                     self.send_forward(i);
                 }
                 for i in 0..m {
                     self.recv_backward(i);
-                    self.backward(i);
+                    self.backward(i, ch);
                     self.send_backward(i);
                 }
             }
@@ -297,16 +429,16 @@ impl Ctx<'_> {
                 let remaining = m - warmup;
                 for i in 0..warmup {
                     self.recv_forward(i);
-                    self.forward(i);
+                    self.forward(i, ch);
                     self.send_forward(i);
                 }
                 if remaining > 0 {
                     self.recv_forward(warmup);
                 }
                 for i in 0..remaining {
-                    self.forward(warmup + i);
+                    self.forward(warmup + i, ch);
                     self.send_forward_recv_backward(warmup + i);
-                    self.backward(i);
+                    self.backward(i, ch);
                     if i + 1 == remaining {
                         self.send_backward(i);
                     } else {
@@ -315,68 +447,12 @@ impl Ctx<'_> {
                 }
                 for i in 0..warmup {
                     self.recv_backward(remaining + i);
-                    self.backward(remaining + i);
+                    self.backward(remaining + i, ch);
                     self.send_backward(remaining + i);
                 }
             }
         }
     }
-}
-
-/// Element counts of the parameter tensors of one pipeline stage (registration order).
-pub(crate) fn stage_params(cfg: &RunConfig, stage: usize) -> Vec<u64> {
-    let (h, tp, v, s) = (
-        cfg.hidden as u64,
-        cfg.tp as u64,
-        cfg.vocab as u64,
-        cfg.seq_len as u64,
-    );
-    let mut out = Vec::new();
-    if stage == 0 {
-        out.push(v / tp * h); // word embeddings (vocab-parallel)
-        out.push(s * h); // learned absolute position embeddings
-    }
-    for _ in 0..cfg.layers_per_stage() {
-        out.extend([
-            h,
-            h,
-            3 * h * h / tp,
-            3 * h / tp,
-            h * h / tp,
-            h,
-            h,
-            h,
-            4 * h * h / tp,
-            4 * h / tp,
-            4 * h * h / tp,
-            h,
-        ]);
-    }
-    if stage + 1 == cfg.pp {
-        out.extend([h, h]); // final layernorm
-        if cfg.pp > 1 {
-            out.push(v / tp * h); // tied output layer copy of the word embeddings
-        }
-    }
-    out
-}
-
-/// Megatron DDP gradient buckets (element counts), filled in reverse registration order.
-pub(crate) fn grad_buckets(cfg: &RunConfig, stage: usize) -> Vec<u64> {
-    let cap = 40_000_000u64.max(1_000_000 * cfg.dp as u64);
-    let mut buckets = Vec::new();
-    let mut acc = 0u64;
-    for n in stage_params(cfg, stage).into_iter().rev() {
-        acc += n;
-        if acc >= cap {
-            buckets.push(acc);
-            acc = 0;
-        }
-    }
-    if acc > 0 {
-        buckets.push(acc);
-    }
-    buckets
 }
 
 /// The program of every rank.
@@ -388,13 +464,17 @@ pub(crate) fn build(cfg: &RunConfig, layout: &Layout) -> Vec<Vec<Step>> {
 
 fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
     let stage = layout.procs[rank].pp_rank;
+    let ep = layout.comm_of(rank, GroupKind::Ep).map(|c| (c, layout.comms[c].crank(rank)));
     let mut cx = Ctx {
         cfg,
+        layout,
         rank,
         first: stage == 0,
         last: stage + 1 == cfg.pp,
         tp: layout.comm_of(rank, GroupKind::Tp),
         pp: layout.comm_of(rank, GroupKind::Pp),
+        ep,
+        iter: 0,
         steps: Vec::new(),
     };
     for &c in &layout.proc_comms[rank] {
@@ -424,12 +504,18 @@ fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
     let norm_comm = layout
         .comm_of(rank, GroupKind::Mp)
         .or(if cfg.tp * cfg.pp > 1 { world } else { None });
-    for _ in 0..cfg.iterations {
+    let dp = layout.comm_of(rank, GroupKind::Dp);
+    let edp = layout.comm_of(rank, GroupKind::ExpDp);
+    let dense = grad_buckets(cfg, stage);
+    let expert = expert_grad_buckets(cfg, stage);
+    for it in 0..cfg.iterations {
+        cx.iter = it;
         cx.iteration();
-        if let Some(dp) = layout.comm_of(rank, GroupKind::Dp) {
-            for (i, n) in grad_buckets(cfg, stage).into_iter().enumerate() {
-                cx.coll(Some(dp), Coll::AllReduce, n, FLOAT32, 0, 0x600 + i as u64);
-            }
+        // finalize_model_grads: DP grads, layer-norm grads (SP), embedding grads.
+        cx.grad_sync(dp, &dense, 0x600);
+        cx.grad_sync(edp, &expert, 0x640);
+        if cfg.sequence_parallel {
+            cx.coll(cx.tp, Coll::AllReduce, layernorm_params(cfg, stage), FLOAT32, 0, 0x780);
         }
         if let Some(emb) = layout.comm_of(rank, GroupKind::Emb) {
             let n = (cfg.vocab / cfg.tp * cfg.hidden) as u64;
@@ -445,6 +531,8 @@ fn build_rank(cfg: &RunConfig, layout: &Layout, rank: usize) -> Vec<Step> {
         let params: u64 = stage_params(cfg, stage).iter().sum();
         cx.steps
             .push(Step::IterEnd(3_000.0 + params as f64 * 16.0 / 1.5e6));
+        cx.param_gather(dp, &dense, 0x6a0);
+        cx.param_gather(edp, &expert, 0x6e0);
     }
     cx.steps.push(Step::Coll(barrier(0x13)));
     for &c in layout.proc_comms[rank].iter().rev() {

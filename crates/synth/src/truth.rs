@@ -17,11 +17,14 @@ pub struct Truth {
     pub pp: usize,
     /// Data-parallel size.
     pub dp: usize,
+    /// Expert-parallel size (1 without experts).
+    #[serde(default = "one")]
+    pub ep: usize,
     /// NCCL version string written in the logs.
     pub nccl_version: String,
     /// One entry per global rank, indexed by rank.
     pub ranks: Vec<RankTruth>,
-    /// Communicators in creation order (WORLD, DP*, MP*, TP*, PP*, EMB*).
+    /// Communicators in creation order (WORLD, DP*, MP*, TP*, PP*, EMB*, EP*, EDP*).
     pub communicators: Vec<CommTruth>,
     /// Op-line totals, sorted by (rank, comm, op); only non-zero entries.
     pub ops: Vec<OpTruth>,
@@ -29,6 +32,10 @@ pub struct Truth {
     pub tuning_lines: Vec<usize>,
     /// The interleaved file, when generated.
     pub combined: Option<CombinedTruth>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One process.
@@ -65,8 +72,12 @@ pub struct RankTruth {
 pub struct CommTruth {
     /// `WORLD`, `DP0`, `MP0`, `TP1`, `PP0`, `EMB1`, ...
     pub name: String,
-    /// `WORLD`, `DP`, `MP`, `TP`, `PP` or `EMB`.
+    /// `WORLD`, `DP`, `MP`, `TP`, `PP`, `EMB`, `EP` or `EDP` (expert data-parallel).
     pub kind: String,
+    /// The strategy whose traffic it carries: `world`, `dp`, `dp-zero1`, `mp`, `tp`, `tp-sp`,
+    /// `pp`, `pp-vpp`, `emb`, `ep-a2a` or `ep-allgather` (expert-DP groups say `dp`/`dp-zero1`).
+    #[serde(default)]
+    pub strategy: String,
     /// The shared `commId`.
     pub comm_id: u64,
     /// `commId` as printed (`0x...`).
@@ -90,7 +101,7 @@ pub struct OpTruth {
     pub rank: usize,
     /// Communicator name.
     pub comm: String,
-    /// `AllReduce`, `Broadcast`, `Send`, `Recv`.
+    /// `AllReduce`, `Broadcast`, `AllGather`, `ReduceScatter`, `Send`, `Recv`.
     pub op: String,
     /// Number of `opCount` lines.
     pub lines: usize,
@@ -179,8 +190,8 @@ impl Truth {
         );
         for c in &self.communicators {
             s.push_str(&format!(
-                "  {:<6} {} nranks {} members {:?}\n",
-                c.name, c.comm_id_hex, c.nranks, c.members
+                "  {:<6} {} nranks {} members {:?} ({})\n",
+                c.name, c.comm_id_hex, c.nranks, c.members, c.strategy
             ));
         }
         for r in &self.ranks {

@@ -1,6 +1,6 @@
 //! `commlens fuse --nccl-log LOGS (--nsys DB… | --kineto JSON…) -o DIR`: joins
 //! what NCCL logged with what the GPU ran (`commlens_fuse::fuse_traces`) and
-//! writes Chrome and Perfetto traces with
+//! writes the fused table (`fused.parquet`), Chrome and Perfetto traces with
 //! the kernel, bandwidth, parallelism and fusion-confidence arguments, and
 //! `summary.json`; prints matches, confidence and what stayed unmatched.
 
@@ -85,7 +85,7 @@ fn spinner(msg: &str) -> Option<ProgressBar> {
     Some(s)
 }
 
-/// Writes `trace.json`, `trace.pftrace` and `summary.json` into `out`.
+/// Writes `fused.parquet`, `trace.json`, `trace.pftrace` and `summary.json` into `out`.
 pub fn write_outputs(f: &Fused, out: &Path) -> CmdResult {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let enrich = Enrichment::new(&f.table).with_confidence(&f.report.confidence);
@@ -94,9 +94,11 @@ pub fn write_outputs(f: &Fused, out: &Path) -> CmdResult {
     let pf = out.join("trace.pftrace");
     chrome::write_chrome_trace_file(&f.table, &enrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
     perfetto::write_perfetto_trace_file(&f.table, &enrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
+    let pq = out.join("fused.parquet");
+    crate::parquet_out::write(&f.table, &enrich, true, &pq)?;
     let summary = out.join("summary.json");
     std::fs::write(&summary, serde_json::to_string_pretty(&summary_json(f))?).map_err(|e| format!("{}: {e}", summary.display()))?;
-    println!("wrote {}, {} and {}", json.display(), pf.display(), summary.display());
+    println!("wrote {}, {}, {} and {}", pq.display(), json.display(), pf.display(), summary.display());
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod demo;
 pub mod diff;
+pub mod export;
 pub mod fuse;
 pub mod hang;
 pub mod model;

@@ -29,7 +29,7 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
         return Err("no NCCL operations in the inputs: nothing to report".into());
     }
     let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
-    let report = build(&loaded, &labels, a.model, a.title)?;
+    let report = build(&loaded.table, &loaded.traces, &labels, a.model, a.title)?;
     write_report(&report, a.out)?;
     println!(
         "wrote {} ({} operations, {} ranks); open it in any browser, it needs no network",
@@ -40,14 +40,15 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     Ok(())
 }
 
-/// Builds the report of loaded inputs.
+/// Builds the report of a table (and the kernel traces it came with, for
+/// iteration ranges).
 pub fn build(
-    loaded: &commlens_ingest::Loaded,
+    t: &commlens_core::OpTable,
+    traces: &[commlens_ingest::kineto::KernelTrace],
     inputs: &[String],
     model: Option<&Path>,
     title: Option<&str>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let t = &loaded.table;
     let agg = Aggregate::from_table(t);
     let mut r = Report {
         title: title.map_or_else(|| "commlens communication report".to_string(), str::to_string),
@@ -61,9 +62,11 @@ pub fn build(
         ..Report::default()
     };
     r.tables.push(rd::classification_table(t));
-    let ranges = crate::enrich::iteration_ranges(&loaded.traces);
+    r.tables.push(rd::signature_table(t));
+    let ranges = crate::enrich::iteration_ranges(traces);
     r.iterations = rd::iterations(t, &ranges);
     r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
+    r.overlap = rd::overlap_section(&rd::overlap_rows(traces));
     if let Some(path) = model {
         let c = super::model::read_config(path)?;
         let (theory, cmp) = super::model::volumes(&c, Some(t));

@@ -12,8 +12,11 @@
 //! 2. **Launch nesting**: the kernel's correlation id names its launch call
 //!    (`cudaLaunchKernel`, …); the CPU collective whose interval contains that
 //!    call on the same thread launched the kernel.
+//!
+//! It also orders the non-NCCL GPU activities ([`RankTrace::compute`]) and
+//! gives each the lag from its launch call, found by correlation id.
 
-use super::stream::{Args, Collector, RawEvent};
+use super::stream::{Args, Collector, RawCompute, RawEvent, RawLaunch};
 use super::trace::*;
 use super::values::{dtype_from_kineto, op_kind_from_collective};
 use crate::kernel_name;
@@ -23,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 /// Containment slack for rounding of fractional µs timestamps.
 const SLACK_NS: i64 = 1_000;
 
-pub(crate) fn finish(c: Collector, path: &str, opts: &TraceOptions) -> Result<KernelTrace, TraceError> {
+pub(crate) fn finish(mut c: Collector, path: &str, opts: &TraceOptions) -> Result<KernelTrace, TraceError> {
     let mut warnings = Vec::new();
     let dist = c.dist.unwrap_or_default();
     let mut kernels = build_kernels(&c.kernels);
@@ -59,6 +62,16 @@ pub(crate) fn finish(c: Collector, path: &str, opts: &TraceOptions) -> Result<Ke
     }
     let device = devices.first().map(|d| d.0);
     let gpu_name = device.and_then(|d| c.devices.iter().find(|p| p.id.u32() == Some(d)).and_then(|p| p.name.0.clone()));
+    // Kernels are started by launch calls, copies and fills by other runtime calls.
+    let mut calls = std::mem::take(&mut c.other_calls);
+    calls.extend_from_slice(&c.launches);
+    let (compute, off_device) = build_compute(&mut c.compute, &mut calls, device);
+    drop(calls);
+    if off_device > 0 {
+        warnings.push(format!(
+            "{off_device} GPU activities ran on another device than the NCCL kernels and are left out of compute"
+        ));
+    }
     let pid = most_common(c.cpu.iter().map(|e| e.pid)).or_else(|| most_common(c.steps.iter().map(|e| e.pid)));
 
     let mut process_groups: Vec<ProcessGroup> = dist
@@ -141,6 +154,8 @@ pub(crate) fn finish(c: Collector, path: &str, opts: &TraceOptions) -> Result<Ke
         kernels,
         cpu_ops,
         links,
+        compute,
+        compute_names: std::mem::take(&mut c.compute_names.names),
     };
     Ok(KernelTrace {
         source: SourceKind::Kineto,
@@ -157,6 +172,39 @@ pub(crate) fn finish(c: Collector, path: &str, opts: &TraceOptions) -> Result<Ke
         stats,
         warnings,
     })
+}
+
+/// The rank's non-NCCL GPU activities in start order, each with the lag from
+/// its launch call (found by correlation id in the launches, sorted here for
+/// binary search instead of hashed: no per-launch allocation). Activities
+/// that name another device than `device` are counted and dropped.
+fn build_compute(raw: &mut [RawCompute], launches: &mut [RawLaunch], device: Option<u32>) -> (Vec<ComputeKernel>, u64) {
+    launches.sort_unstable_by_key(|l| (l.correlation, l.ts_ns));
+    raw.sort_unstable_by_key(|r| (r.ts_ns, r.stream, r.name));
+    let mut off = 0u64;
+    let mut out = Vec::with_capacity(raw.len());
+    for r in raw.iter() {
+        if let Some(d) = device {
+            if r.device != u32::MAX && r.device != d {
+                off += 1;
+                continue;
+            }
+        }
+        let launch = (r.correlation != u64::MAX)
+            .then(|| {
+                let i = launches.partition_point(|l| l.correlation < r.correlation);
+                launches.get(i).filter(|l| l.correlation == r.correlation)
+            })
+            .flatten();
+        out.push(ComputeKernel {
+            start_ns: r.ts_ns,
+            dur_ns: r.dur_ns,
+            launch_lag_ns: launch.map_or(ComputeKernel::NO_LAUNCH, |l| sat_u32(r.ts_ns - l.ts_ns)),
+            stream: r.stream,
+            name: r.name,
+        });
+    }
+    (out, off)
 }
 
 fn most_common(it: impl Iterator<Item = u64>) -> Option<u64> {

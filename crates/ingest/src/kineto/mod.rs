@@ -10,6 +10,9 @@
 //!   `In/Out msg nelems`, `dtype`, `Group size`, `Process Group Name/Ranks`,
 //!   `Rank`, `Seq`, `External id`) with the `nccl:*` op nested in them, and
 //!   `nccl:*` ops that stand alone (older traces: counts from `Input Dims`);
+//! * every other GPU activity (kernels, `gpu_memcpy`, `gpu_memset`) as a
+//!   24-byte [`ComputeKernel`] with an interned, classified name and the lag
+//!   from its launch call, for overlap and kernel-breakdown analyses;
 //! * the links between the two ([`link`]), `ProfilerStep#N` ranges,
 //!   `distributedInfo` (rank, world size, NCCL version, process groups),
 //!   `deviceProperties` (GPU names) and `baseTimeNanoseconds`.
@@ -20,10 +23,12 @@
 //! in [`KernelTrace::warnings`]. No NCCL kernel at all is an error
 //! ([`TraceError::NoNcclKernels`]) unless [`TraceOptions::allow_no_kernels`].
 //!
-//! Modules: [`trace`] (the shared model), [`stream`] (serde pass), [`values`]
+//! Modules: [`trace`] (the shared model), [`stream`] (serde pass), [`gpu`]
+//! (non-NCCL GPU activity records), [`values`]
 //! (lenient values, PyTorch vocabulary), [`link`] (CPU op ↔ kernel links),
 //! [`table`] (conversion into the canonical `OpTable`).
 
+mod gpu;
 mod link;
 mod stream;
 pub mod table;

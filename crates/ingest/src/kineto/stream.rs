@@ -10,9 +10,15 @@
 //! matter (otherwise it is skipped with `IgnoredAny`). The [`Collector`] keeps
 //! NCCL kernels, CPU-side NCCL ops, kernel launch calls (24 bytes each: they
 //! are the only link from a kernel to its CPU op in older traces), steps and
-//! the small job metadata. Memory is therefore bounded by the NCCL activity
-//! and the number of launches, never by the size of the file.
+//! the small job metadata. Every other GPU activity (kernels, `gpu_memcpy`,
+//! `gpu_memset`) becomes a 32-byte [`RawCompute`] with an interned name id:
+//! its name is looked up by `&str` and copied once per distinct name, and its
+//! `args` are read into the stack-only [`GpuArgs`]. Memory is therefore
+//! bounded by the NCCL activity plus a few dozen bytes per GPU activity and
+//! launch, never by the size of the file.
 
+pub(crate) use super::gpu::{GpuArgs, RawCompute};
+use super::gpu::{intern_gpu, raw_compute};
 use super::values::{Dim3, FirstNelems, FirstText, Id, Micros, Num, RankList, Text};
 use crate::kernel_name;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -23,6 +29,8 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cat {
     Kernel,
+    /// `gpu_memcpy`, `gpu_memset`.
+    GpuMem,
     CpuOp,
     UserAnnotation,
     Runtime,
@@ -33,11 +41,18 @@ pub(crate) enum Cat {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Name {
     NcclKernel(String),
-    OtherComm(String),
+    /// Any other GPU activity, by id in [`Collector::compute_names`].
+    Gpu(u32),
+    /// A name read before the category: kept until the category says
+    /// whether it is a GPU activity (rare; Kineto writes `cat` first).
+    Deferred(String),
     RecordParamComms,
     NcclOp(String),
     Step(String),
     Launch,
+    /// Another runtime call (`cudaMemcpyAsync`, …): its correlation id
+    /// names the copy or fill it started.
+    RuntimeCall,
     Other,
 }
 
@@ -175,6 +190,14 @@ pub(crate) struct Collector {
     pub cpu: Vec<RawEvent>,
     pub steps: Vec<RawEvent>,
     pub launches: Vec<RawLaunch>,
+    /// Runtime calls other than kernel launches that carry a correlation id
+    /// (24 bytes each): the launches of memcpys and memsets.
+    pub other_calls: Vec<RawLaunch>,
+    pub compute: Vec<RawCompute>,
+    pub compute_names: crate::kineto::trace::ComputeNames,
+    /// Per name id: whether it is a non-NCCL communication kernel name
+    /// (counted in `other_comm` when it runs as a kernel).
+    pub other_comm_name: Vec<bool>,
     pub other_comm: crate::kineto::trace::TraceStats,
     pub dist: Option<DistInfo>,
     pub devices: Vec<DeviceProp>,
@@ -341,6 +364,8 @@ impl<'de> serde::Deserialize<'de> for CatVal {
                 let is = |w: &str| v.eq_ignore_ascii_case(w);
                 Ok(CatVal(if is("kernel") {
                     Cat::Kernel
+                } else if is("gpu_memcpy") || is("gpu_memset") {
+                    Cat::GpuMem
                 } else if is("cpu_op") || is("operator") {
                     Cat::CpuOp
                 } else if is("user_annotation") {
@@ -366,6 +391,8 @@ impl<'de> serde::Deserialize<'de> for CatVal {
 struct NameSeed<'a> {
     cat: Option<Cat>,
     scratch: &'a mut Vec<u8>,
+    names: &'a mut crate::kineto::trace::ComputeNames,
+    other_comm: &'a mut Vec<bool>,
 }
 
 impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
@@ -381,7 +408,10 @@ impl<'de> Visitor<'de> for NameSeed<'_> {
         f.write_str("an event name")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Name, E> {
-        Ok(classify_name(v, self.cat, self.scratch))
+        Ok(match classify_name(v, self.cat) {
+            Name::Gpu(_) => Name::Gpu(intern_gpu(v, self.names, self.other_comm, self.scratch)),
+            n => n,
+        })
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<Name, E> {
         Ok(Name::Other)
@@ -391,7 +421,9 @@ impl<'de> Visitor<'de> for NameSeed<'_> {
     }
 }
 
-pub(crate) fn classify_name(v: &str, cat: Option<Cat>, scratch: &mut Vec<u8>) -> Name {
+/// Classifies a name; [`Name::Gpu`] comes back with id 0 and is interned by
+/// the caller, which owns the interner.
+pub(crate) fn classify_name(v: &str, cat: Option<Cat>) -> Name {
     let b = v.as_bytes();
     let gpu = matches!(cat, None | Some(Cat::Kernel));
     let cpu = matches!(cat, None | Some(Cat::CpuOp | Cat::UserAnnotation));
@@ -410,17 +442,21 @@ pub(crate) fn classify_name(v: &str, cat: Option<Cat>, scratch: &mut Vec<u8>) ->
     if matches!(cat, None | Some(Cat::Runtime)) && (v.starts_with("cu") && v.contains("Launch")) {
         return Name::Launch;
     }
-    if matches!(cat, Some(Cat::Kernel)) && kernel_name::is_other_comm_kernel(b, scratch) {
-        return Name::OtherComm(v.to_string());
+    if cat == Some(Cat::Runtime) {
+        return Name::RuntimeCall;
     }
-    Name::Other
+    match cat {
+        Some(Cat::Kernel | Cat::GpuMem) => Name::Gpu(0),
+        None => Name::Deferred(v.to_string()),
+        _ => Name::Other,
+    }
 }
 
 /// Whether an event with this category and name needs its `args` (when
 /// either is not known yet, it might).
 fn wants_args(cat: Option<Cat>, name: Option<&Name>) -> bool {
     match name {
-        Some(Name::Other | Name::Step(_) | Name::OtherComm(_)) => false,
+        Some(Name::Other | Name::Step(_) | Name::Gpu(_) | Name::RuntimeCall) => false,
         _ => cat != Some(Cat::Other),
     }
 }
@@ -460,16 +496,28 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         let (mut ph, mut cat, mut name) = (None::<u8>, None::<Cat>, None::<Name>);
         let (mut pid, mut tid, mut ts, mut dur) = (Id(0), Id(0), Micros(None), Micros(None));
         let mut args: Option<Box<Args>> = None;
+        let mut gpu_args = GpuArgs::default();
         while let Some(key) = map.next_key::<EvKey>()? {
             match key {
                 EvKey::Ph => ph = map.next_value::<Ph>()?.0,
                 EvKey::Cat => cat = Some(map.next_value::<CatVal>()?.0),
-                EvKey::Name => name = Some(map.next_value_seed(NameSeed { cat, scratch: &mut c.scratch })?),
+                EvKey::Name => {
+                    let seed = NameSeed {
+                        cat,
+                        scratch: &mut c.scratch,
+                        names: &mut c.compute_names,
+                        other_comm: &mut c.other_comm_name,
+                    };
+                    name = Some(map.next_value_seed(seed)?)
+                }
                 EvKey::Pid => pid = map.next_value::<Id>()?,
                 EvKey::Tid => tid = map.next_value::<Id>()?,
                 EvKey::Ts => ts = map.next_value::<Micros>()?,
                 EvKey::Dur => dur = map.next_value::<Micros>()?,
                 EvKey::Args if wants_args(cat, name.as_ref()) => args = Some(Box::new(map.next_value::<Args>()?)),
+                EvKey::Args if matches!(name, Some(Name::Gpu(_) | Name::RuntimeCall)) => {
+                    gpu_args = map.next_value::<GpuArgs>()?
+                }
                 EvKey::Args | EvKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -480,7 +528,16 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
         let cat = cat.unwrap_or(Cat::Other);
         // A name read before its category was classified for every category;
         // the match below drops combinations that make no sense.
-        let name = name.unwrap_or(Name::Other);
+        let name = match name {
+            Some(Name::Deferred(n)) if matches!(cat, Cat::Kernel | Cat::GpuMem) => {
+                Name::Gpu(intern_gpu(&n, &mut c.compute_names, &mut c.other_comm_name, &mut c.scratch))
+            }
+            n => n.unwrap_or(Name::Other),
+        };
+        if let (Name::Gpu(_) | Name::RuntimeCall, Some(a)) = (&name, &args) {
+            // `args` came before the name, so it was read in full.
+            gpu_args = GpuArgs { correlation: a.correlation, stream: a.stream, device: a.device };
+        }
         let complete = ph.is_none_or(|p| p == b'X');
         let Some(ts_ns) = ts.0 else { return Ok(()) };
         let dur_ns = dur.0.unwrap_or(0).max(0);
@@ -498,10 +555,19 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
                 c.gpu_kernels += 1;
                 match n {
                     Name::NcclKernel(n) if complete => c.kernels.push(raw(n, args)),
-                    Name::OtherComm(n) => crate::kineto::trace::count_other_comm(&mut c.other_comm, &n, 1),
+                    Name::Gpu(id) => {
+                        if c.other_comm_name[id as usize] {
+                            let n = &c.compute_names.names[id as usize].name;
+                            crate::kineto::trace::count_other_comm(&mut c.other_comm, n, 1);
+                        }
+                        if complete {
+                            c.compute.push(raw_compute(ts_ns, dur_ns, id, &gpu_args, tid.0));
+                        }
+                    }
                     _ => {}
                 }
             }
+            (Cat::GpuMem, Name::Gpu(id)) if complete => c.compute.push(raw_compute(ts_ns, dur_ns, id, &gpu_args, tid.0)),
             (Cat::CpuOp | Cat::UserAnnotation, Name::RecordParamComms) if complete => {
                 c.cpu.push(raw("record_param_comms".to_string(), args))
             }
@@ -510,6 +576,11 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
             (Cat::Runtime, Name::Launch) => {
                 if let Some(corr) = args.and_then(|a| a.correlation.0) {
                     c.launches.push(RawLaunch { correlation: corr, tid: tid.0, ts_ns });
+                }
+            }
+            (Cat::Runtime, Name::RuntimeCall) => {
+                if let Some(corr) = gpu_args.correlation.0 {
+                    c.other_calls.push(RawLaunch { correlation: corr, tid: tid.0, ts_ns });
                 }
             }
             _ => {}

@@ -218,3 +218,45 @@ fn op_table_kernel_only_rows() {
     assert_eq!(ops.iter().map(|o| o.comm_seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(ops.iter().map(|o| o.line).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
+
+/// Non-NCCL GPU activity: kernels, copies and fills kept as 24-byte records
+/// with interned names, classes and launch lags (launch calls and other
+/// runtime calls); GPU annotations and other devices left out; a name
+/// written before its category still counts.
+#[test]
+fn compute_activity_is_kept_compactly() {
+    let extra = r#"
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 77, "tid": 78, "ts": 205.0, "dur": 2.0, "args": {"correlation": 901}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 77, "tid": 78, "ts": 215.0, "dur": 2.0, "args": {"correlation": 902}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 9, "ts": 220.0, "dur": 4.0, "args": {"device": 0, "stream": 9, "correlation": 902}},
+  {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 9, "ts": 230.0, "dur": 1.5, "args": {"device": 0, "stream": 9}},
+  {"name": "ampere_sgemm", "ph": "X", "pid": 0, "tid": 8, "ts": 240.0, "dur": 2.0, "cat": "kernel", "args": {"stream": 8, "correlation": 903}},
+  {"ph": "X", "cat": "kernel", "name": "ampere_sgemm", "pid": 1, "tid": 8, "ts": 250.0, "dur": 2.0, "args": {"device": 1, "stream": 8}},
+  {"ph": "X", "cat": "cpu_op", "name": "ampere_sgemm", "pid": 77, "tid": 78, "ts": 260.0, "dur": 2.0, "args": {"stream": 0}},"#;
+    let doc = new_style(0).replacen("\"traceEvents\": [", &format!("\"traceEvents\": [{extra}"), 1);
+    let t = read(&doc).unwrap();
+    let r = &t.ranks[0];
+    let got: Vec<(i64, u32, Option<i64>, u32, &str, KernelClass)> = r
+        .compute
+        .iter()
+        .map(|k| {
+            let n = &r.compute_names[k.name as usize];
+            (k.start_ns, k.dur_ns, k.launch_ns(), k.stream, n.name.as_str(), n.class)
+        })
+        .collect();
+    use KernelClass::*;
+    let multimem = "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 8, 16>";
+    assert_eq!(got, vec![
+        (200_000, 1_000, None, 7, multimem, OtherComm),
+        (210_000, 1_000, Some(205_000), 8, "ampere_sgemm", Computation),
+        (220_000, 4_000, Some(215_000), 9, "Memcpy DtoD (Device -> Device)", Memory),
+        (230_000, 1_500, None, 9, "Memset (Device)", Memory),
+        (240_000, 2_000, None, 8, "ampere_sgemm", Computation),
+    ]);
+    assert_eq!(r.compute_names.len(), 4);
+    assert_eq!(std::mem::size_of::<ComputeKernel>(), 24);
+    assert!(t.warnings.iter().any(|w| w.starts_with("1 GPU activities ran on another device")), "{:?}", t.warnings);
+    // Kernel launches are still counted as before; the copy's call is not one.
+    assert_eq!(t.stats.launches, 2);
+    assert_eq!(t.stats.other_comm_kernels.len(), 1);
+}

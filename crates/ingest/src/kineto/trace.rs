@@ -4,9 +4,10 @@
 //!
 //! A [`KernelTrace`] is one input file. It holds, per rank ([`RankTrace`]: one
 //! process driving one GPU), the NCCL kernels in start order, the CPU-side
-//! collective calls in start order (Kineto only) and the links between the
-//! two; per file, the NVTX / `ProfilerStep#` ranges, the process groups and
-//! the job's world size; and what the reader counted and warned about.
+//! collective calls in start order (Kineto only), the links between the
+//! two, and every other GPU activity as compact [`ComputeKernel`]s; per
+//! file, the NVTX / `ProfilerStep#` ranges, the process groups and the
+//! job's world size; and what the reader counted and warned about.
 //!
 //! Times are nanoseconds in the source's own clock (`*_ns`); add
 //! [`KernelTrace::base_time_ns`] to get Unix-epoch nanoseconds. Kineto puts
@@ -74,6 +75,110 @@ pub struct RankTrace {
     pub cpu_ops: Vec<CpuCollective>,
     /// CPU op ↔ kernel links made by the profiler's own ids, in kernel order.
     pub links: Vec<Link>,
+    /// Every other GPU activity of the rank (compute kernels, memcpy, memset,
+    /// communication kernels that bypass NCCL), in start order, 24 bytes
+    /// each: what overlap and kernel-breakdown analyses need, nothing more.
+    pub compute: Vec<ComputeKernel>,
+    /// Interned names of [`RankTrace::compute`] with their class; indexed by
+    /// [`ComputeKernel::name`]. One entry per distinct name, not per kernel.
+    pub compute_names: Vec<ComputeName>,
+}
+
+/// One non-NCCL GPU activity, kept compactly (24 bytes) because a rank runs
+/// hundreds of thousands of them per iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ComputeKernel {
+    pub start_ns: i64,
+    /// Duration, saturating at `u32::MAX` ns (4.29 s): longer kernels are
+    /// not a thing a training step runs, and the cap keeps the record small.
+    pub dur_ns: u32,
+    /// Start minus the start of its launch call, saturating;
+    /// [`ComputeKernel::NO_LAUNCH`] when the launch was not recorded.
+    pub launch_lag_ns: u32,
+    /// CUDA stream (Kineto `stream`, nsys `streamId`), truncated to 32 bits.
+    pub stream: u32,
+    /// Index into [`RankTrace::compute_names`].
+    pub name: u32,
+}
+
+impl ComputeKernel {
+    pub const NO_LAUNCH: u32 = u32::MAX;
+
+    pub fn end_ns(&self) -> i64 {
+        self.start_ns + self.dur_ns as i64
+    }
+
+    /// Start of the launch call on the CPU, when recorded.
+    pub fn launch_ns(&self) -> Option<i64> {
+        (self.launch_lag_ns != Self::NO_LAUNCH).then(|| self.start_ns - self.launch_lag_ns as i64)
+    }
+}
+
+/// What a non-NCCL GPU activity is, from its name alone (so every source
+/// classifies alike; the rules follow HolisticTraceAnalysis's kernel types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum KernelClass {
+    /// Any other kernel.
+    Computation,
+    /// `Memcpy…`, `Memset…`, `dma…` (copies and fills, kernels or engines).
+    Memory,
+    /// A communication kernel that is not NCCL's (symmetric memory
+    /// `multimem_all_reduce`, custom all-reduce, …) or an `nccl…Kernel` name
+    /// our NCCL parser does not know.
+    OtherComm,
+    /// Neither compute nor memory for HTA: names with `Sync` or an inner `Memcpy`.
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComputeName {
+    pub name: String,
+    pub class: KernelClass,
+}
+
+impl KernelClass {
+    /// Classifies a GPU activity name that is not an NCCL kernel.
+    pub fn of(name: &str, scratch: &mut Vec<u8>) -> KernelClass {
+        let b = name.as_bytes();
+        if b.starts_with(b"Memcpy") || b.starts_with(b"Memset") || b.starts_with(b"dma") {
+            return KernelClass::Memory;
+        }
+        // HTA's communication pattern is `^nccl.*Kernel`.
+        if (b.starts_with(b"nccl") && name.contains("Kernel")) || crate::kernel_name::is_other_comm_kernel(b, scratch) {
+            return KernelClass::OtherComm;
+        }
+        if name.contains("Sync") || name.contains("Memcpy") {
+            return KernelClass::Other;
+        }
+        KernelClass::Computation
+    }
+}
+
+/// Per-rank interner of compute-kernel names: a lookup by `&str` allocates
+/// only the first time a name is seen.
+#[derive(Default, Debug, Clone)]
+pub(crate) struct ComputeNames {
+    pub names: Vec<ComputeName>,
+    index: std::collections::HashMap<Box<str>, u32>,
+    scratch: Vec<u8>,
+}
+
+impl ComputeNames {
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        let class = KernelClass::of(s, &mut self.scratch);
+        self.names.push(ComputeName { name: s.to_string(), class });
+        self.index.insert(s.into(), i);
+        i
+    }
+}
+
+/// Saturating `i64` → `u32` for durations and lags (negative → 0).
+pub(crate) fn sat_u32(v: i64) -> u32 {
+    v.clamp(0, u32::MAX as i64 - 1) as u32
 }
 
 /// One execution of an NCCL kernel.

@@ -9,6 +9,8 @@
 //!   once per distinct name in Rust ([`crate::kernel_name`]), then only the
 //!   NCCL rows are read, in start order. Processes come from `PROCESSES`
 //!   (`globalPid` → `pid`), else from the `globalPid` bits.
+//! * Other GPU activity ([`compute`]): non-NCCL kernel rows, memcpy and
+//!   memset rows, as compact records on the ranks the NCCL kernels made.
 //! * Launches: `CUPTI_ACTIVITY_KIND_RUNTIME` rows with the kernels'
 //!   correlation ids, matched per process (correlation ids are per process).
 //! * `NVTX_EVENTS` push/pop and start/end ranges with their domain names
@@ -28,6 +30,7 @@
 //! Several files (one per node or per rank) are read in parallel by
 //! [`load_nsys_files`] and join in [`to_op_table`].
 
+mod compute;
 mod query;
 mod schema;
 
@@ -87,6 +90,7 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
 
     let name_cols = if s.has(query::KERNELS) { query::name_cols(&s) } else { None };
     let mut keys = Vec::new();
+    let mut other_names = Vec::new();
     match &name_cols {
         None => {
             let why = if s.has(query::KERNELS) {
@@ -103,9 +107,12 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
                 stats.gpu_kernels += n;
                 if kernel_name::is_nccl_kernel(name.as_bytes()) {
                     keys.push(key);
-                } else if kernel_name::is_other_comm_kernel(name.as_bytes(), &mut Vec::new()) {
+                    continue;
+                }
+                if kernel_name::is_other_comm_kernel(name.as_bytes(), &mut Vec::new()) {
                     count_other_comm(&mut stats, &name, n);
                 }
+                other_names.push((key, name));
             }
             if keys.is_empty() {
                 let why = "no kernel name is an NCCL kernel".to_string();
@@ -120,10 +127,10 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
     let gpus = query::gpus(conn, &s)?;
     let mpi = query::mpi_ranks(conn, &s)?;
     let mut ranks: Vec<RankTrace> = Vec::new();
+    let mut slot: compute::Slots = HashMap::new();
     if let (Some(nc), false) = (&name_cols, keys.is_empty()) {
         let launches = query::launches(conn, &s, nc, &keys)?;
         stats.launches = launches.len() as u64;
-        let mut slot: HashMap<(u32, Option<i64>), usize> = HashMap::new();
         let mut event = 0u64;
         query::kernels(conn, &s, nc, &keys, |row| {
             event += 1;
@@ -169,6 +176,13 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
                 event,
             });
         })?;
+    }
+    let key_col = name_cols.as_ref().map(|nc| nc.key);
+    let unplaced = compute::read(conn, &s, key_col, &other_names, &mut ranks, &slot, &procs)?;
+    if unplaced > 0 {
+        warnings.push(format!(
+            "{unplaced} non-NCCL GPU activities ran in processes or on GPUs without NCCL kernels and are left out"
+        ));
     }
     stats.nccl_kernels = ranks.iter().map(|r| r.kernels.len() as u64).sum();
     stats.kernels_without_kind =

@@ -1,0 +1,41 @@
+//! The canonical table as Parquet (`commlens-parquet`), with the analyses'
+//! per-operation figures as extra columns: bus/algorithm bandwidth,
+//! efficiency, parallelism class and, for fused tables, the match confidence.
+
+use crate::enrich::Enrichment;
+use commlens_core::OpTable;
+use commlens_parquet::{write_table, ExtraColumn, ExtraValues, WriteOptions, WriteSummary};
+use std::path::Path;
+
+pub fn write(
+    t: &OpTable,
+    enrich: &Enrichment<'_>,
+    with_confidence: bool,
+    path: &Path,
+) -> Result<WriteSummary, Box<dyn std::error::Error>> {
+    let n = t.n_ops();
+    let (mut algbw, mut busbw, mut eff, mut class, mut conf) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    // Same order as `OpTable::ops()`: device by device, in `per_rank` order.
+    for (d, ops) in t.per_rank.iter().enumerate() {
+        for i in 0..ops.len() {
+            let f = enrich.op_figures(d, i);
+            algbw.push(f.algbw_gb_s);
+            busbw.push(f.busbw_gb_s);
+            eff.push(f.efficiency);
+            class.push(f.parallelism);
+            conf.push(f.confidence.map(f64::from));
+        }
+    }
+    let mut extra = vec![
+        ExtraColumn { name: "algbw_gb_s".into(), values: ExtraValues::F64(algbw) },
+        ExtraColumn { name: "busbw_gb_s".into(), values: ExtraValues::F64(busbw) },
+        ExtraColumn { name: "efficiency".into(), values: ExtraValues::F64(eff) },
+        ExtraColumn { name: "parallelism".into(), values: ExtraValues::Str(class) },
+    ];
+    if with_confidence {
+        extra.push(ExtraColumn { name: "fusion_confidence".into(), values: ExtraValues::F64(conf) });
+    }
+    let opts = WriteOptions { extra, ..WriteOptions::default() };
+    Ok(write_table(t, path, &opts).map_err(|e| format!("{}: {e}", path.display()))?)
+}
