@@ -33,7 +33,8 @@
 //! window busbw is `Σ bytes / Σ effective durations`, compared with the
 //! median of the other members' over the same window; a ratio under
 //! `slow_fraction` is a low window, and `min_windows` consecutive low windows
-//! flag the rank. A partial last window is not judged (as NCCLX waits for a
+//! flag the rank. Only instances of at least `min_window_bytes` (1 MiB)
+//! count: below that a duration is latency and clock noise. A partial last window is not judged (as NCCLX waits for a
 //! full window). Limit: in a ring every member waits for the slowest link, so
 //! a slow link delays all ends alike and shows as a slow communicator
 //! (`CommStragglers::busbw_gb_s`), not as one slow rank.
@@ -60,6 +61,9 @@ pub struct StragglerConfig {
     pub slow_fraction: f64,
     /// Consecutive low windows that flag a rank.
     pub min_windows: usize,
+    /// Instances smaller than this (logged bytes) do not enter the slow-rank
+    /// windows: their durations are latency and clock noise, not bandwidth.
+    pub min_window_bytes: u64,
     pub convention: BusConvention,
     /// Keep every instance record (else the `worst` start skews).
     pub keep_instances: bool,
@@ -73,6 +77,7 @@ impl Default for StragglerConfig {
             window: 16,
             slow_fraction: 0.7,
             min_windows: 2,
+            min_window_bytes: 1 << 20,
             convention: BusConvention::NcclTests,
             keep_instances: false,
             worst: 10,
@@ -399,7 +404,7 @@ fn analyze_comm(t: &OpTable, l: LogicalCommIdx, by_handle: &[Vec<u32>], cfg: &St
                 a.wait_sum += (end - start - lat) as i128;
                 out.wait_ns += end - start - lat;
                 let effective = end - last_start;
-                if effective > 0 {
+                if effective > 0 && bytes >= cfg.min_window_bytes {
                     a.win_bytes += bus;
                     a.win_ns += effective;
                 }
@@ -413,7 +418,7 @@ fn analyze_comm(t: &OpTable, l: LogicalCommIdx, by_handle: &[Vec<u32>], cfg: &St
                     out.latency_ns += lat;
                     bus_bytes += bus;
                 }
-                window_fill += 1;
+                window_fill += usize::from(bytes >= cfg.min_window_bytes);
                 if window_fill == cfg.window.max(1) {
                     close_window(&mut acc, cfg.slow_fraction);
                     window_fill = 0;

@@ -220,3 +220,22 @@ fn generated_run_with_a_delayed_rank() {
     assert!(others_max < 1e8, "{others_max}");
     assert!(rep.instances.iter().all(|i| i.last_global_rank == Some(5)), "the worst skews are rank 5's");
 }
+
+#[test]
+fn small_messages_do_not_judge_slowness() {
+    // Rank 1 takes twice as long on 4 KiB AllReduces: latency and clock
+    // noise at that size, so by default no window is judged at all.
+    let mut b = Builder::new();
+    let (_, h) = four(&mut b);
+    for i in 0..32 {
+        for (r, &c) in h.iter().enumerate() {
+            let end = at(i) + if r == 1 { 40_000 } else { 20_000 };
+            b.op(c, OpKind::AllReduce, DataType::Bfloat16, 2048, Some((at(i), end)));
+        }
+    }
+    let by_default = analyze_stragglers(&b.t, &StragglerConfig { window: 8, ..Default::default() });
+    assert!(by_default.slow.is_empty(), "{:?}", by_default.slow);
+    assert_eq!(by_default.gpu_instances, 32, "the instances are still analysed for skew");
+    let all = analyze_stragglers(&b.t, &StragglerConfig { window: 8, min_window_bytes: 0, ..Default::default() });
+    assert_eq!(all.slow_ranks(), [DevIdx(1)]);
+}

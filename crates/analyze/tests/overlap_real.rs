@@ -20,15 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 fn kineto_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real/kineto"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared data not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: shared data not found at {}", dir.display());
-    None
+    commlens_testdata::real_dir("kineto")
 }
 
 /// HTA 0.5.0 figures: (file, overlap %, kernel types in µs in HTA's labels).

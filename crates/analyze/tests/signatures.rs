@@ -98,8 +98,7 @@ fn all_variants_at_once() {
 }
 
 fn real_logs() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/real/nccl-logs");
-    dir.is_dir().then_some(dir)
+    commlens_testdata::real_dir("nccl-logs")
 }
 
 #[test]

@@ -308,3 +308,35 @@ pub fn signature_table(t: &OpTable) -> ReportTable {
         notes: Vec::new(),
     }
 }
+
+/// Operations and bytes per parallelism type (every logical communicator
+/// classified, its members' traffic summed), per operation kind.
+pub fn parallelism_table(t: &OpTable) -> ReportTable {
+    let c = classify::infer(t);
+    let class_of: Vec<String> = (0..t.logical.len())
+        .map(|i| {
+            c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified".to_string(), |p| p.label().to_string())
+        })
+        .collect();
+    // (class, kind) → (ops, bytes), in first-seen class order.
+    let mut rows: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
+    for op in t.ops() {
+        let class = t.comms[op.comm.ix()].logical.map_or("unclassified".to_string(), |l| class_of[l.ix()].clone());
+        let e = rows.entry((class, op.kind.name())).or_default();
+        e.0 += 1;
+        e.1 += op.bytes;
+    }
+    let total: u64 = rows.values().map(|v| v.1).sum::<u64>().max(1);
+    ReportTable {
+        title: "Traffic per parallelism type".into(),
+        headers: vec!["parallelism".into(), "operation".into(), "operations".into(), "bytes".into(), "share of bytes".into()],
+        right_aligned: vec![false, false, true, true, true],
+        rows: rows
+            .into_iter()
+            .map(|((class, kind), (n, b))| {
+                vec![class, kind.to_string(), n.to_string(), human_bytes(b), format!("{:.1}%", 100.0 * b as f64 / total as f64)]
+            })
+            .collect(),
+        notes: vec!["bytes as logged (count × datatype size), all ranks".into()],
+    }
+}

@@ -12,15 +12,7 @@ fn commlens(args: &[&str]) -> (i32, String, String) {
 }
 
 fn real(sub: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real")).join(sub);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared data not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: shared data not found at {}", dir.display());
-    None
+    commlens_testdata::real_dir(sub)
 }
 
 /// Runs report and self-diff on one input set; returns whether it had operations.

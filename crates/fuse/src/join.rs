@@ -11,7 +11,7 @@
 //!    never guessed at.
 //! 2. **alignment**: [`crate::align_ranks`] over the paired ranks in parallel.
 //! 3. **attachment**: each matched log record gets its kernel's [`GpuSpan`] and
-//!    [`KernelInfo`] (a batched or fused kernel is attached to every record it
+//!    `KernelInfo` (a batched or fused kernel is attached to every record it
 //!    executed); the match's confidence is kept beside the table, unmatched
 //!    records and kernels are counted and listed.
 //!
@@ -23,7 +23,6 @@
 use crate::align::{align_ranks, AlignConfig, Alignment, MatchShape};
 use crate::entry::{KernelEntry, KernelKind, LogEntry};
 use commlens_core::model::DevIdx;
-use commlens_core::model::KernelInfo;
 use commlens_core::{GpuSpan, OpTable};
 use commlens_ingest::kineto::{KernelTrace, NcclKernel, RankTrace};
 use std::fmt;
@@ -336,14 +335,7 @@ fn attach(
                 op.gpu = Some(GpuSpan { start_ns: base + k.start_ns, end_ns: base + k.end_ns });
             }
             if op.kernel.is_none() {
-                op.kernel = Some(Box::new(KernelInfo {
-                    name: k.name.clone(),
-                    grid: k.grid,
-                    block: k.block,
-                    shared_mem_bytes: k.shared_mem_bytes,
-                    registers: k.registers,
-                    correlation_id: k.correlation.unwrap_or(0),
-                }));
+                op.kernel = Some(Box::new(k.info()));
             }
         }
     }

@@ -11,14 +11,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 fn kineto_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real/kineto"));
-    if !dir.is_dir() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("shared data not found at {} (required under CI=true)", dir.display());
-        }
-        eprintln!("skipped: shared data not found at {}", dir.display());
-        return Vec::new();
-    }
+    let Some(dir) = commlens_testdata::real_dir("kineto") else { return Vec::new() };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

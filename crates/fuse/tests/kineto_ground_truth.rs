@@ -15,15 +15,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 fn kineto_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real/kineto"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared data not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: shared data not found at {}", dir.display());
-    None
+    commlens_testdata::real_dir("kineto")
 }
 
 /// Whether a CPU op of kind `op` can run as a kernel of kind `kernel`.

@@ -48,6 +48,12 @@ pub fn hex_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// Value of a hex digit, or a value above 15 for any other byte.
+#[inline]
+pub fn hex_digit(b: u8) -> u8 {
+    HEX_DIGIT[b as usize]
+}
+
 /// Value of a hex digit, or 0xff.
 static HEX_DIGIT: [u8; 256] = {
     let mut t = [0xffu8; 256];

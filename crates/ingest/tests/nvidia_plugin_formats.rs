@@ -23,15 +23,7 @@ const INSPECTOR_RANKS: [(&str, u32, usize, u64); 4] = [
 const RING_DUMP: &str = "pha-Z-nccl-example-profiler-trace-p2p-ring-4rank-rank0.txt";
 
 fn data_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real/plugin-json"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared data not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: shared data not found");
-    None
+    commlens_testdata::real_dir("plugin-json")
 }
 
 fn count(hay: &[u8], needle: &str) -> usize {

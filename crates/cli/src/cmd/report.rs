@@ -61,6 +61,7 @@ pub fn build(
         bandwidth: rd::bandwidth(t),
         ..Report::default()
     };
+    r.tables.push(rd::parallelism_table(t));
     r.tables.push(rd::classification_table(t));
     r.tables.push(rd::signature_table(t));
     let ranges = crate::enrich::iteration_ranges(traces);

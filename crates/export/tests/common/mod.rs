@@ -118,15 +118,7 @@ pub fn hand_table() -> OpTable {
 /// `../shared/data/real/kineto` next to the repository, or `None` (skipped;
 /// a panic under `CI=true`).
 pub fn kineto_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/real/kineto"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("shared data not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: shared data not found at {}", dir.display());
-    None
+    commlens_testdata::real_dir("kineto")
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {

@@ -22,7 +22,6 @@
 
 use super::trace::{CollMeta, CpuCollective, KernelTrace, NcclKernel, RankTrace};
 use super::values::fnv;
-use commlens_core::model::KernelInfo;
 use commlens_core::model::{CommIdx, DevIdx, ProcIdx};
 use commlens_core::{assemble, CollOp, CommMember, DataType, Device, GpuSpan, OpKind, OpTable, Process};
 use std::collections::HashMap;
@@ -249,16 +248,7 @@ fn make_op(
         stream: k.map(|k| k.stream),
         cpu_ts_ns: None,
         gpu: k.map(|k| GpuSpan { start_ns: base + k.start_ns, end_ns: base + k.end_ns }),
-        kernel: k.map(|k| {
-            Box::new(KernelInfo {
-                name: k.name.clone(),
-                grid: k.grid,
-                block: k.block,
-                shared_mem_bytes: k.shared_mem_bytes,
-                registers: k.registers,
-                correlation_id: k.correlation.unwrap_or(0),
-            })
-        }),
+        kernel: k.map(|k| Box::new(k.info())),
         line: k.map_or(0, |k| k.event),
         recovered: false,
     }

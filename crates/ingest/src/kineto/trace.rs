@@ -348,6 +348,20 @@ impl KernelTrace {
     }
 }
 
+impl NcclKernel {
+    /// The kernel details the canonical table keeps (correlation 0 when unknown).
+    pub fn info(&self) -> commlens_core::model::KernelInfo {
+        commlens_core::model::KernelInfo {
+            name: self.name.clone(),
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+            registers: self.registers,
+            correlation_id: self.correlation.unwrap_or(0),
+        }
+    }
+}
+
 impl RankTrace {
     /// Ground-truth pairs (CPU op index, kernel index) recorded by the
     /// profiler itself, in kernel order. A CPU op that launched several

@@ -12,7 +12,9 @@
 
 pub mod init;
 pub mod ops;
+mod ops_fast;
 pub mod prefix;
+mod prefix_cache;
 pub mod report;
 pub mod state;
 pub mod topo;
@@ -39,11 +41,16 @@ pub struct ReadOptions {
     /// Called with the number of bytes read since its previous call, about
     /// every 4 MiB (the deltas of one file add up to its size).
     pub progress: Option<ProgressFn>,
+    /// Shortcuts for the common line shapes (on by default). Off, every line
+    /// takes the general path; tests read each log both ways and require the
+    /// same table and report.
+    #[doc(hidden)]
+    pub fast_paths: bool,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None }
+        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None, fast_paths: true }
     }
 }
 
@@ -56,7 +63,7 @@ pub fn read_stream(
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
     let mut reader = LineReader::new(src, opts.max_line);
-    let mut parser = LogParser::new();
+    let mut parser = LogParser::with_fast_paths(opts.fast_paths);
     let mut first_line: Option<String> = None;
     let mut next_progress = 4u64 << 20;
     let mut reported = 0u64;

@@ -49,10 +49,16 @@ pub fn is_op_line(msg: &[u8]) -> Option<usize> {
 /// tolerated (the line was cut by another writer).
 pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, OpLineError> {
     if !partial {
-        if let Some(op) = parse_op_canonical(msg, colon) {
+        if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon) {
             return Ok(op);
         }
     }
+    parse_op_line_general(msg, colon, partial)
+}
+
+/// [`parse_op_line`] without the fixed-order shortcut: the reference it is
+/// tested against.
+pub fn parse_op_line_general(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, OpLineError> {
     let (op, last_ok) = parse_op_fields(msg, colon, partial)?;
     if let Some(missing) = op.missing_required() {
         return Err(OpLineError::Field(missing));
@@ -61,54 +67,6 @@ pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, 
         return Err(OpLineError::Field("stream"));
     }
     Ok(op)
-}
-
-/// Fast path for the field order every NCCL from 2.7 to 2.28 prints:
-/// `opCount sendbuff recvbuff count datatype op root comm [nranks=N] stream`.
-/// Returns `None` on any deviation; the general parser then decides.
-fn parse_op_canonical(msg: &[u8], colon: usize) -> Option<OpLine> {
-    let kind = OpKind::from_name(&msg[..colon])?;
-    let mut p = colon + 1;
-    let op_count = hex_u64(take_field(msg, &mut p, b"opCount")?)?;
-    let sendbuff = pointer(take_field(msg, &mut p, b"sendbuff")?)?;
-    let recvbuff = pointer(take_field(msg, &mut p, b"recvbuff")?)?;
-    let count = dec_u64(take_field(msg, &mut p, b"count")?)?;
-    let datatype = dec_i64(take_field(msg, &mut p, b"datatype")?)?;
-    let redop = dec_i64(take_field(msg, &mut p, b"op")?)?;
-    let root = dec_i64(take_field(msg, &mut p, b"root")?)?;
-    let comm = pointer(take_field(msg, &mut p, b"comm")?)?;
-    let mut nranks = None;
-    if msg[p..].starts_with(b" [nranks=") {
-        let close = memchr::memchr(b']', &msg[p..])? + p;
-        nranks = Some(u32::try_from(dec_u64(&msg[p + 9..close])?).ok()?);
-        p = close + 1;
-    }
-    let stream = pointer(take_field(msg, &mut p, b"stream")?)?;
-    if p != msg.len() {
-        return None;
-    }
-    Some(OpLine {
-        kind: Some(kind),
-        op_count: Some(op_count),
-        sendbuff: Some(sendbuff),
-        recvbuff: Some(recvbuff),
-        count: Some(count),
-        datatype: Some(datatype),
-        redop: Some(redop),
-        root: Some(root),
-        comm: Some(comm),
-        nranks,
-        stream: Some(stream),
-    })
-}
-
-/// ` key value` at `*p`: returns the value and moves `*p` past it.
-#[inline]
-fn take_field<'a>(msg: &'a [u8], p: &mut usize, key: &[u8]) -> Option<&'a [u8]> {
-    let rest = msg.get(*p..)?.strip_prefix(b" ")?.strip_prefix(key)?.strip_prefix(b" ")?;
-    let len = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-    *p = msg.len() - rest.len() + len;
-    Some(&rest[..len])
 }
 
 /// Reads whatever fields an opCount line has, stopping at the first malformed
@@ -354,6 +312,7 @@ pub fn parse_call(msg: &[u8]) -> Option<(&[u8], usize)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ops_fast::parse_op_canonical;
     use super::*;
 
     const AR: &[u8] = b"AllReduce: opCount 1f sendbuff 0x720000000 recvbuff 0x920000000 count 2097152 datatype 7 op 0 root 0 comm 0x55b6aa64a990 [nranks=2] stream 0x55b6a98daaf0";

@@ -8,6 +8,7 @@
 //! text up to the next prefix is that segment's message, and a segment followed
 //! by another prefix is marked `cut` (its tail is missing).
 
+use super::prefix_cache::PrefixCache;
 use crate::bytes::{dec_u64, float, is_host_byte};
 use memchr::memmem;
 use std::sync::LazyLock;
@@ -41,13 +42,28 @@ pub struct Segment {
     pub cut: bool,
 }
 
-/// Host names seen so far, by pid, used to undo fused host names.
-#[derive(Default)]
+/// Host names seen so far, by pid, used to undo fused host names; also the
+/// memo of recent prefixes (it lives here because it relies on this state).
 pub struct KnownHosts {
     by_pid: rustc_hash::FxHashMap<u32, Vec<Box<[u8]>>>,
+    recent: PrefixCache,
+    /// Whether [`split_line`] may take its shortcuts; off, every line goes
+    /// through [`split_line_scan`] (the reference the shortcuts are tested on).
+    fast: bool,
+}
+
+impl Default for KnownHosts {
+    fn default() -> Self {
+        KnownHosts { by_pid: Default::default(), recent: PrefixCache::default(), fast: true }
+    }
 }
 
 impl KnownHosts {
+    /// Known hosts with [`split_line`]'s shortcuts on or off.
+    pub fn with_fast_paths(fast: bool) -> Self {
+        KnownHosts { fast, ..KnownHosts::default() }
+    }
+
     /// Returns how many leading bytes of `host` are debris of a cut line:
     /// `stonstone` with a known `stone` for this pid gives 4. Learns new hosts.
     fn resolve(&mut self, host: &[u8], pid: u32) -> usize {
@@ -78,10 +94,24 @@ struct Candidate {
 /// Returns the end of the text before the first segment (`line[..head_end]`).
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
+    if !hosts.fast {
+        return split_line_scan(line, hosts, out);
+    }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no other `host:pid:tid ` candidate in
     // its message, so the colon scan below would find the same single segment.
-    if let Some(seg) = single_prefix_at_start(line, hosts) {
+    // A prefix seen on a recent line is recognised by its bytes alone.
+    let seg = match hosts.recent.lookup(line) {
+        Some(seg) => Some(seg),
+        None => {
+            let seg = single_prefix_at_start(line, hosts);
+            if let Some(seg) = &seg {
+                hosts.recent.insert(line, seg);
+            }
+            seg
+        }
+    };
+    if let Some(seg) = seg {
         let msg = seg.msg.start;
         // A second segment needs `NCCL`: without an `N` no colon scan is needed.
         let second = memchr::memchr(b'N', &line[msg..]).is_some()

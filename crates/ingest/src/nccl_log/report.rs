@@ -2,7 +2,6 @@
 //! lines, and samples of what was not understood, for `--verbose`.
 
 use serde::Serialize;
-use std::collections::HashMap;
 
 const MAX_KINDS: usize = 256;
 const SAMPLES_PER_KIND: usize = 3;
@@ -12,7 +11,7 @@ const SAMPLES_PER_KIND: usize = 3;
 pub struct KindCounts {
     pub kinds: Vec<KindCount>,
     #[serde(skip)]
-    index: HashMap<String, usize>,
+    index: rustc_hash::FxHashMap<String, usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -117,11 +116,20 @@ impl ReadReport {
 /// Kind of an uninterpreted message: its first word, digits folded to `#`
 /// (`init.cc:1798 Cuda Host Alloc` → `init.cc:#`, `NET/IB : Using` → `NET/IB`).
 pub fn message_kind(msg: &[u8]) -> String {
+    message_kind_in(msg, &mut [0; KIND_MAX]).to_string()
+}
+
+/// Longest [`message_kind`]: the first word is cut to 32 bytes, and every
+/// byte gives at most one ASCII character.
+pub const KIND_MAX: usize = 32;
+
+/// [`message_kind`] written into `buf`, so counting a line allocates nothing.
+pub fn message_kind_in<'a>(msg: &[u8], buf: &'a mut [u8; KIND_MAX]) -> &'a str {
     let (first, _) = crate::bytes::next_token(msg);
     let first = first.strip_suffix(b":").unwrap_or(first);
-    let first = &first[..first.len().min(32)];
+    let first = &first[..first.len().min(KIND_MAX)];
     let all_digits = !first.is_empty() && first.iter().all(u8::is_ascii_digit);
-    let mut out = String::with_capacity(first.len());
+    let mut n = 0;
     let mut i = 0;
     while i < first.len() {
         let b = first[i];
@@ -129,23 +137,22 @@ pub fn message_kind(msg: &[u8]) -> String {
             let run = first[i..].iter().take_while(|d| d.is_ascii_digit()).count();
             // Numbers (line numbers, ids) fold; a digit inside a word (`P2P`) stays.
             if run >= 2 || all_digits {
-                out.push('#');
-            } else {
-                out.push(b as char);
-            }
-            if run >= 2 || all_digits {
+                buf[n] = b'#';
+                n += 1;
                 i += run;
                 continue;
             }
+            buf[n] = b;
         } else {
-            out.push(if b.is_ascii_graphic() { b as char } else { '?' });
+            buf[n] = if b.is_ascii_graphic() { b } else { b'?' };
         }
+        n += 1;
         i += 1;
     }
-    if out.is_empty() {
-        out.push_str("(empty)");
+    if n == 0 {
+        return "(empty)";
     }
-    out
+    std::str::from_utf8(&buf[..n]).expect("ASCII only")
 }
 
 #[cfg(test)]
@@ -161,6 +168,9 @@ mod tests {
         assert_eq!(message_kind(b"  0 : GPU/0-17000"), "#");
         assert_eq!(message_kind(b"P2P Chunksize set to 131072"), "P2P");
         assert_eq!(message_kind(b"transport/net_ib.cc:1234 x"), "transport/net_ib.cc:#");
+        // Cut to 32 bytes; bytes outside printable ASCII become `?`.
+        assert_eq!(message_kind(&[b'a'; 40]), "a".repeat(32));
+        assert_eq!(message_kind("é\x01x".as_bytes()), "???x");
     }
 
     #[test]

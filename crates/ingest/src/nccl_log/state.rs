@@ -12,7 +12,7 @@
 use super::init::{self, ChannelLine, InitPhase};
 use super::ops::{self, OpLine};
 use super::prefix::{split_line, KnownHosts, Level, Segment};
-use super::report::{message_kind, ReadReport};
+use super::report::{message_kind_in, ReadReport, KIND_MAX};
 use super::topo::{TopoLine, TopoParser};
 use crate::bytes::sample;
 use commlens_core::model::{CommMember, Device, DevIdx, ProcIdx, Process};
@@ -75,6 +75,8 @@ struct ProcState {
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
 /// plus a stream of operations.
 pub struct LogParser {
+    /// Shortcuts for common line shapes allowed (see `ReadOptions::fast_paths`).
+    fast: bool,
     pub table: OpTable,
     pub report: ReadReport,
     hosts: KnownHosts,
@@ -97,10 +99,17 @@ impl Default for LogParser {
 
 impl LogParser {
     pub fn new() -> Self {
+        Self::with_fast_paths(true)
+    }
+
+    /// A parser with the shortcuts for common line shapes on or off (see
+    /// [`super::ReadOptions::fast_paths`]).
+    pub fn with_fast_paths(fast: bool) -> Self {
         LogParser {
+            fast,
             table: OpTable::default(),
             report: ReadReport::default(),
-            hosts: KnownHosts::default(),
+            hosts: KnownHosts::with_fast_paths(fast),
             proc_index: HashMap::default(),
             procs: Vec::new(),
             last_proc: None,
@@ -305,7 +314,8 @@ impl LogParser {
         if seg.level == Level::Trace && is_call_syntax(msg) {
             return self.call_line(proc, msg, seg, line_no, sink);
         }
-        self.report.unknown.add(&message_kind(msg), line_no, || sample(msg, SAMPLE_CHARS));
+        let mut kind = [0; KIND_MAX];
+        self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));
     }
 
     fn collect_topology(&mut self, proc: ProcIdx, tid: u32) {
@@ -420,7 +430,12 @@ impl LogParser {
             }
             return;
         }
-        match ops::parse_op_line(msg, colon, false) {
+        let parsed = if self.fast {
+            ops::parse_op_line(msg, colon, false)
+        } else {
+            ops::parse_op_line_general(msg, colon, false)
+        };
+        match parsed {
             Ok(op) => self.emit_parsed(proc, &op, info, sink),
             Err(e) => {
                 let what = match e {

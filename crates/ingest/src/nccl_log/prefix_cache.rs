@@ -1,0 +1,136 @@
+//! Memo of the line prefixes seen last, so that most lines are split with one
+//! byte comparison instead of a parse.
+//!
+//! A thread prints the same `host:pid:tid [dev] [func, line ]NCCL LEVEL `
+//! prefix on line after line, and a log interleaves only a handful of threads
+//! at a time. When [`super::prefix`]'s single-prefix path accepts a prefix, its
+//! bytes are remembered here with the segment they gave. A later line that
+//! starts with exactly those bytes gives the same segment, because everything
+//! that path decides is a function of the prefix bytes alone:
+//!
+//! * the forward `host:pid:tid ` read, the `[dev]` and `NCCL LEVEL ` search and
+//!   the check for another candidate inside the prefix only look at bytes
+//!   before the message (the first ` NCCL ` found in identical bytes is the
+//!   same one; the level is followed by a space that is part of the prefix);
+//! * the host fix-up ([`super::prefix::KnownHosts`]) returns 0 for a (host,
+//!   pid) forever once it returned 0, as the host then stays in its list;
+//! * a line starting at byte 0 with a host has no timestamp before it.
+//!
+//! The caller still checks the message for a second prefix, as for any line.
+
+use super::prefix::{Level, Segment};
+
+/// How many prefixes are kept: enough for the threads a log interleaves at
+/// once, few enough that a miss (which then parses) costs little.
+const ENTRIES: usize = 8;
+/// Longer prefixes are not kept (a function name this long is unusual).
+const MAX_PREFIX: usize = 192;
+/// Shorter ones cannot be a prefix (`a:1:1 NCCL CALL ` is 16 bytes), which
+/// lets the first 8 bytes be compared as one word.
+const MIN_PREFIX: usize = 16;
+
+struct Entry {
+    /// The first 8 bytes, and the 8 bytes that end with the tid and its space
+    /// at `key_at`: quick filters before the full comparison (threads of one
+    /// process share the first bytes, and differ in the tid).
+    head: u64,
+    key: u64,
+    key_at: usize,
+    bytes: Box<[u8]>,
+    host_end: usize,
+    pid: u32,
+    tid: u32,
+    dev: Option<u32>,
+    level: Level,
+}
+
+#[derive(Default)]
+pub struct PrefixCache {
+    /// Most recently used first.
+    entries: Vec<Entry>,
+}
+
+#[inline]
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Whether `line` starts with `prefix` (at least 8 bytes, no longer than
+/// `line`), compared a word at a time: prefixes are a few dozen bytes, where
+/// a call into `memcmp` costs more than the comparison.
+#[inline]
+fn starts_with_words(line: &[u8], prefix: &[u8]) -> bool {
+    let n = prefix.len();
+    let mut i = 0;
+    while i + 8 < n {
+        if word(line, i) != word(prefix, i) {
+            return false;
+        }
+        i += 8;
+    }
+    word(line, n - 8) == word(prefix, n - 8)
+}
+
+impl PrefixCache {
+    /// The segment of `line` when it starts with a remembered prefix.
+    #[inline]
+    pub fn lookup(&mut self, line: &[u8]) -> Option<Segment> {
+        if line.len() < MIN_PREFIX {
+            return None;
+        }
+        let head = word(line, 0);
+        let i = self.entries.iter().position(|e| {
+            e.bytes.len() <= line.len()
+                && e.head == head
+                && e.key == word(line, e.key_at)
+                && starts_with_words(line, &e.bytes)
+        })?;
+        if i > 0 {
+            // Keep the threads that are writing now at the front.
+            self.entries.swap(0, i);
+        }
+        let e = &self.entries[0];
+        Some(Segment {
+            host: 0..e.host_end,
+            pid: e.pid,
+            tid: e.tid,
+            dev: e.dev,
+            level: e.level,
+            ts_ns: None,
+            msg: e.bytes.len()..line.len(),
+            cut: false,
+        })
+    }
+
+    /// Remembers the prefix of `seg`, the single prefix that `line` starts
+    /// with. Only prefixes that end with the space after the level qualify: a
+    /// level at the end of the line says nothing about a longer line.
+    pub fn insert(&mut self, line: &[u8], seg: &Segment) {
+        let n = seg.msg.start;
+        if seg.host.start != 0
+            || seg.ts_ns.is_some()
+            || !(MIN_PREFIX..=MAX_PREFIX).contains(&n)
+            || line[n - 1] != b' '
+        {
+            return;
+        }
+        // The tid ends at the first space after the host.
+        let tid_end = memchr::memchr(b' ', &line[seg.host.end..n]).map_or(n, |i| seg.host.end + i + 1);
+        let key_at = tid_end.saturating_sub(8);
+        let entry = Entry {
+            head: word(line, 0),
+            key: word(line, key_at),
+            key_at,
+            bytes: line[..n].into(),
+            host_end: seg.host.end,
+            pid: seg.pid,
+            tid: seg.tid,
+            dev: seg.dev,
+            level: seg.level,
+        };
+        if self.entries.len() == ENTRIES {
+            self.entries.pop();
+        }
+        self.entries.insert(0, entry);
+    }
+}
