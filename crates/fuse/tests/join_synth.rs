@@ -66,6 +66,15 @@ fn run(tag: &str, cfg: &RunConfig, tcfg: &TraceConfig, kineto: bool) -> (f64, f6
     assert_eq!(report.ranks.len(), cfg.world(), "{tag}");
     let kernels: usize = g.truth.kernels.iter().map(Vec::len).sum();
     assert_eq!(report.total_kernels(), kernels, "{tag}: every NCCL kernel reached the aligner");
+    // The generated kernels are physically plausible: on a clean capture no
+    // fused operation beats its communicator's slowest link. (With drops, a
+    // few records take a neighbour's kernel; precision below says how many.)
+    let bw = commlens_analyze::bandwidth::analyze(&t, &Default::default());
+    assert!(bw.ops.len() >= report.matched_logs() / 2, "{tag}: most fused ops have a bandwidth");
+    let clean = tcfg.drop_kernels == 0.0 && tcfg.drop_log_ops == 0.0;
+    for o in bw.ops.iter().filter(|_| clean) {
+        assert!(o.m.efficiency.is_none_or(|e| e <= 1.0), "{tag}: {:?} {} B at efficiency {:?}", o.kind, o.bytes, o.m.efficiency);
+    }
     let (p, r, n) = score(&t, &g);
     eprintln!(
         "{tag}: {n} records with a kernel in the truth; fused {} of {} records; P {p:.4} R {r:.4}; batched {} fused SendRecv {}",

@@ -325,8 +325,12 @@ fn step(
                     }
                 }
             } else {
+                // A point-to-point transfer takes at least its wire time once
+                // the kernel runs (a kernel that started late, behind compute,
+                // still moves all its bytes), else it ends just before the CPU
+                // saw the group complete.
                 let done = u.done.unwrap_or(start + u.dur);
-                (done - 2.0 - 6.0 * st.rng.unit()).max(start + 0.3 * u.dur + 2.0)
+                (done - 2.0 - 6.0 * st.rng.unit()).max(start + u.dur * (0.98 + 0.04 * st.rng.unit()))
             };
             if u.sync {
                 if let Some(done) = u.done {
