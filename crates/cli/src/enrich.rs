@@ -66,16 +66,24 @@ pub struct OpFigures {
 }
 
 /// NVTX / profiler-step ranges of kernel traces, for the exporters' ranges
-/// process (rank from the trace's `distributedInfo` or its process).
+/// process (rank from the trace's `distributedInfo` or its process), in the
+/// fused table's clock (epoch ns when the trace gives its base time). NCCL's
+/// own per-operation NVTX ranges (domain `NCCL`, `ncclAllReduce`…) are left
+/// out: the operations are drawn already.
 pub fn trace_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<commlens_export::TimeRange> {
     let mut out = Vec::new();
     for t in traces {
+        let name = |i: u32| t.names.get(i as usize).map_or("", |s| s.as_str());
         for r in &t.ranges {
+            let (n, domain) = (name(r.name), r.domain.map_or("", name));
+            if domain.eq_ignore_ascii_case("nccl") || n.starts_with("nccl") {
+                continue;
+            }
             let rank = t.ranks.iter().find(|x| x.pid == r.pid).and_then(|x| x.rank);
             out.push(commlens_export::TimeRange {
-                name: t.names.get(r.name as usize).cloned().unwrap_or_default(),
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
+                name: n.to_string(),
+                start_ns: t.base_time_ns + r.start_ns,
+                end_ns: t.base_time_ns + r.end_ns,
                 rank,
             });
         }

@@ -43,6 +43,16 @@ fn demo_dir(tag: &str) -> PathBuf {
     for f in ["fused/fused.parquet", "fused/trace.pftrace", "fused/trace.json", "fused/summary.json", "report.html"] {
         assert!(dir.join(f).is_file(), "demo wrote {f}");
     }
+    // The fused trace draws the iteration ranges (2 per rank) in the operations' clock.
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("fused/trace.json")).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    let ops: Vec<f64> = events.iter().filter(|e| e["cat"] == "nccl").map(ts).collect();
+    let (lo, hi) = ops.iter().fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+    let nvtx: Vec<&serde_json::Value> = events.iter().filter(|e| e["cat"] == "nvtx").collect();
+    assert_eq!(nvtx.len(), 8, "iteration ranges, NCCL's own per-op ranges left out");
+    assert!(nvtx.iter().all(|e| ts(e) >= lo - 1e6 && ts(e) <= hi), "ranges in the ops' clock");
     // The logs alone, for the commands that read one family.
     dir.join("logs")
 }
