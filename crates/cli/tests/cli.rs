@@ -266,3 +266,33 @@ fn model_and_report_on_the_generated_run() {
     assert!(err.contains("bad.conf") && err.contains("line 2"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn fuse_with_kineto_and_a_mismatched_pair() {
+    let dir = std::env::temp_dir().join(format!("commlens-cli-fuse-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let tcfg = commlens_synth::TraceConfig::default();
+    let g = commlens_synth::generate_traces(&commlens_synth::RunConfig::default(), &tcfg).unwrap();
+    g.write_logs(&dir.join("logs")).unwrap();
+    g.write_kineto(&dir.join("kineto"), true).unwrap();
+    let (logs, kineto, out) = (dir.join("logs"), dir.join("kineto"), dir.join("out"));
+    let (code, stdout, err) =
+        commlens(&["fuse", "--nccl-log", logs.to_str().unwrap(), "--kineto", kineto.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("496 of 496 log records (100.0%) got a kernel"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["matched_records"], 496);
+    assert_eq!(summary["ranks"].as_array().unwrap().len(), 4);
+    // Logs of another run: a loud warning, never a silent success.
+    let other = dir.join("other");
+    let cfg = commlens_synth::RunConfig { seed: 4242, tp: 4, pp: 1, ..commlens_synth::RunConfig::default() };
+    commlens_synth::write_to_dir(&commlens_synth::generate(&cfg), &other).unwrap();
+    let (code, stdout, _) =
+        commlens(&["fuse", "--nccl-log", other.to_str().unwrap(), "--kineto", kineto.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(code == 2 || stdout.contains("warning: "), "{stdout}");
+    // Neither --nsys nor --kineto: a usage error.
+    let (code, _, _) = commlens(&["fuse", "--nccl-log", logs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -40,7 +40,8 @@ pub struct FuseConfig {
 pub enum PairedBy {
     /// Same process id (and host, when both name one).
     Pid,
-    /// The global rank the trace names (Kineto `distributedInfo.rank`).
+    /// The global rank the trace names (Kineto `distributedInfo.rank`), on
+    /// the same host when both sides name one.
     GlobalRank,
     /// Same host and CUDA device.
     Device,
@@ -200,7 +201,7 @@ fn pairs_by(table: &OpTable, d: DevIdx, rt: &RankTrace, by: PairedBy) -> bool {
                     _ => true,
                 }
         }
-        PairedBy::GlobalRank => rt.rank.is_some() && rt.rank == dev.global_rank,
+        PairedBy::GlobalRank => rt.rank.is_some() && rt.rank == dev.global_rank && host_ok(&rt.host),
         PairedBy::Device => {
             rt.host.as_deref().is_some_and(|h| hosts_agree(h, &proc.host))
                 && rt.device.is_some()

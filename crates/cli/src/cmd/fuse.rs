@@ -172,6 +172,19 @@ pub fn summary_table(f: &Fused) -> Table {
         r.total_kernels(),
         pct(r.matched_kernels(), r.total_kernels())
     ));
+    let kernels_matched: usize = r.ranks.iter().map(|x| x.matched_kernels).sum();
+    let mean_conf =
+        r.ranks.iter().map(|x| x.mean_confidence * x.matched_kernels as f64).sum::<f64>() / kernels_matched.max(1) as f64;
+    if r.total_logs() > 0 && r.matched_logs() * 2 < r.total_logs() {
+        t.note(format!(
+            "warning: only {:.0}% of the records found a kernel: are the logs and the traces from the same run and the same time window?",
+            pct(r.matched_logs(), r.total_logs())
+        ));
+    } else if kernels_matched > 0 && mean_conf < 0.5 {
+        t.note(format!(
+            "warning: the matches are doubtful (mean confidence {mean_conf:.2}): are the logs and the traces from the same run?"
+        ));
+    }
     for d in &r.unpaired_devices {
         t.note(format!("no trace for log rank {}", f.table.device_label(*d)));
     }
