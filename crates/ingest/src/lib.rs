@@ -21,6 +21,8 @@ pub mod merge;
 pub mod nccl_log;
 pub mod nsys;
 pub mod plugin_out;
+mod plugin_out_decode;
+mod plugin_out_table;
 
 pub use error::IngestError;
 pub use inputs::{expand_inputs, load_any, load_inputs, sniff, InputFormat, Loaded};

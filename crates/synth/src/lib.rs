@@ -18,8 +18,9 @@
 //! (hardware and topology dump text), `init` (communicator lifecycle text), `traffic`
 //! (Megatron program per rank), `interleaved` (virtual-stage pipeline schedule), `moe`
 //! (expert-parallel token dispatch), `params` (parameters, gradient buckets and their sync),
-//! `sim` (clocks, op and tuning lines), `writer` (prefixes, files, interleaving), `truth`
-//! (ground truth).
+//! `sim` (clocks, the discrete-event run), `sim_text` (op and tuning line text), `sim_wait`
+//! (completion of blocking steps: init, sync collectives, p2p groups), `writer` (prefixes,
+//! files, interleaving), `truth` (ground truth).
 
 mod config;
 mod init;
@@ -29,6 +30,8 @@ mod moe;
 mod params;
 mod rng;
 mod sim;
+mod sim_text;
+mod sim_wait;
 mod topo;
 mod traces;
 mod traffic;

@@ -1,9 +1,10 @@
 //! Execution of the per-rank programs: simulated clocks, cross-rank waits and the log lines.
 //!
 //! Owns the discrete-event run of every process's [`Step`] list, the thread ids that write
-//! each line, `opCount` bookkeeping (per communicator, hex; one value per p2p group), the op
-//! and `Bytes -> Algo` tuning line text, the lazy connection lines, and the counters that
-//! become the ground truth.
+//! each line, `opCount` bookkeeping (per communicator, hex; one value per p2p group), the lazy
+//! connection lines, and the counters that become the ground truth. The op and
+//! `Bytes -> Algo` tuning line text is rendered by `sim_text`; the completion of blocking
+//! steps (the cross-rank waits below) is `sim_wait`.
 //!
 //! Time model: each process has its own clock (microseconds since the epoch). Compute steps
 //! and non-blocking collectives advance it by their GPU duration (the CPU is paced by the
@@ -13,12 +14,15 @@
 //! collective has close enqueue times on all members, and pipeline bubbles show in the clocks.
 
 use crate::config::{LogFormat, NcclVersion, RunConfig};
-use crate::init::{self, InitTiming};
+use crate::init;
 use crate::layout::Layout;
 use crate::rng::{mix64, SplitMix64};
+use crate::sim_text::op_text;
 use crate::topo;
 use crate::traffic::{dtype_size, Coll, CollCall, P2pCall, Step};
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+pub(crate) use crate::sim_text::tuning_text;
 
 /// Kind of an emitted line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,15 +88,15 @@ pub(crate) enum SimEvent {
 
 type PairKey = (usize, usize, usize);
 
-enum Pending {
+pub(crate) enum Pending {
     Init(usize),
     Sync { comm: usize, seq: u64, dur: f64 },
     P2p(Vec<(PairKey, usize, bool, f64)>),
 }
 
-struct RankState {
+pub(crate) struct RankState {
     pc: usize,
-    clock: f64,
+    pub(crate) clock: f64,
     lines: Vec<Line>,
     opcount: HashMap<usize, u64>,
     connected: HashSet<usize>,
@@ -101,21 +105,21 @@ struct RankState {
     sync_seq: HashMap<usize, u64>,
     started: bool,
     pending: Option<Pending>,
-    rng: SplitMix64,
+    pub(crate) rng: SplitMix64,
     events: Vec<SimEvent>,
 }
 
-struct Sim<'a> {
-    cfg: &'a RunConfig,
-    ver: NcclVersion,
-    layout: &'a Layout,
+pub(crate) struct Sim<'a> {
+    pub(crate) cfg: &'a RunConfig,
+    pub(crate) ver: NcclVersion,
+    pub(crate) layout: &'a Layout,
     driver: u32,
     programs: Vec<Vec<Step>>,
-    st: Vec<RankState>,
-    init_issue: HashMap<usize, Vec<f64>>,
-    sync_issue: HashMap<(usize, u64), Vec<f64>>,
-    sends: HashMap<PairKey, Vec<f64>>,
-    recvs: HashMap<PairKey, Vec<f64>>,
+    pub(crate) st: Vec<RankState>,
+    pub(crate) init_issue: HashMap<usize, Vec<f64>>,
+    pub(crate) sync_issue: HashMap<(usize, u64), Vec<f64>>,
+    pub(crate) sends: HashMap<PairKey, Vec<f64>>,
+    pub(crate) recvs: HashMap<PairKey, Vec<f64>>,
     ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
     tuning: Vec<usize>,
 }
@@ -194,26 +198,8 @@ pub(crate) fn run(
     }
 }
 
-/// `AllReduce: 262144 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..7}`: protocol by size,
-/// channels reduced for small messages as NCCL does (bytes per channel >= threads x threshold).
-pub(crate) fn tuning_text(name: &str, bytes: u64, nranks: usize, channels: usize) -> String {
-    let n = nranks.max(1) as u64;
-    let (proto, per_channel) = if bytes <= 64 << 10 {
-        ("LL", 512 * 8 * n)
-    } else if bytes <= 4 << 20 {
-        ("LL128", 640 * 8 * n)
-    } else {
-        ("SIMPLE", 512 * 64 * n)
-    };
-    let nc = (bytes / per_channel).clamp(1, channels.max(1) as u64);
-    format!(
-        "{name}: {bytes} Bytes -> Algo RING proto {proto} channel{{Lo..Hi}}={{0..{}}}",
-        nc - 1
-    )
-}
-
 impl Sim<'_> {
-    fn tid(&self, rank: usize, comm: usize, off: u32) -> u32 {
+    pub(crate) fn tid(&self, rank: usize, comm: usize, off: u32) -> u32 {
         let k = self.layout.proc_comms[rank]
             .iter()
             .position(|&c| c == comm)
@@ -232,7 +218,7 @@ impl Sim<'_> {
         s.clock += s.rng.range(2, 9) as f64;
     }
 
-    fn emit_spread(&mut self, r: usize, tid: u32, texts: Vec<String>, gap_lo: u64, gap_hi: u64) {
+    pub(crate) fn emit_spread(&mut self, r: usize, tid: u32, texts: Vec<String>, gap_lo: u64, gap_hi: u64) {
         for t in texts {
             self.emit(r, tid, LineKind::Info, t);
             let g = self.st[r].rng.range(gap_lo, gap_hi) as f64;
@@ -507,157 +493,5 @@ impl Sim<'_> {
             self.st[r].clock += g;
         }
         self.st[r].pending = Some(Pending::P2p(waits));
-    }
-
-    fn try_complete(&mut self, r: usize, p: &Pending) -> bool {
-        match p {
-            Pending::Init(c) => {
-                let layout = self.layout;
-                let comm = &layout.comms[*c];
-                let issued = self.init_issue.get(c).map_or(0, |v| v.len());
-                if issued < comm.nranks() {
-                    return false;
-                }
-                let t_all = self.init_issue[c].iter().cloned().fold(f64::MIN, f64::max);
-                let h = mix64(comm.comm_id);
-                let bootstrap_us = 800.0 + (h % 4000) as f64;
-                let first = self.layout.proc_comms[r].first() == Some(c);
-                let total_us = if first {
-                    450_000.0 + (h % 250_000) as f64
-                } else {
-                    60_000.0 + (h % 120_000) as f64
-                };
-                let s = &mut self.st[r];
-                s.clock = s.clock.max(t_all + bootstrap_us);
-                let start = s.clock;
-                let dump = first.then(|| {
-                    topo::topology_dump(
-                        self.cfg,
-                        &self.ver,
-                        self.layout,
-                        comm,
-                        self.layout.procs[r].node,
-                    )
-                });
-                let timing = InitTiming {
-                    total_s: total_us / 1e6,
-                    bootstrap_s: bootstrap_us / 1e6,
-                };
-                let mut texts =
-                    init::init_rest_lines(&self.ver, self.layout, comm, r, dump, &timing);
-                let tail_at = texts
-                    .iter()
-                    .position(|l| l.ends_with("- Init COMPLETE"))
-                    .unwrap_or(texts.len());
-                let tail = texts.split_off(tail_at);
-                let tid = self.tid(r, *c, 0);
-                self.emit_spread(r, tid, texts, 10, 300);
-                let s = &mut self.st[r];
-                s.clock = s.clock.max(start + total_us - bootstrap_us);
-                self.emit_spread(r, tid, tail, 5, 30);
-                true
-            }
-            Pending::Sync { comm, seq, dur } => {
-                let n = self.layout.comms[*comm].nranks();
-                let Some(v) = self.sync_issue.get(&(*comm, *seq)) else {
-                    return false;
-                };
-                if v.len() < n {
-                    return false;
-                }
-                let t_all = v.iter().cloned().fold(f64::MIN, f64::max);
-                let s = &mut self.st[r];
-                s.clock = s.clock.max(t_all + dur) + s.rng.range(5, 40) as f64;
-                true
-            }
-            Pending::P2p(waits) => {
-                let mut end = f64::MIN;
-                for &(key, k, send, xfer) in waits {
-                    let other = if send { &self.recvs } else { &self.sends };
-                    let Some(&t_other) = other.get(&key).and_then(|v| v.get(k)) else {
-                        return false;
-                    };
-                    let mine = if send { &self.sends } else { &self.recvs };
-                    let t_mine = mine[&key][k];
-                    end = end.max(t_mine.max(t_other) + xfer);
-                }
-                let s = &mut self.st[r];
-                s.clock = s.clock.max(end) + s.rng.range(10, 40) as f64;
-                true
-            }
-        }
-    }
-}
-
-/// `<Op>: opCount <hex> sendbuff <ptr|(nil)> recvbuff <ptr> count <n> datatype <d> op <o> root <r> comm <ptr> [nranks=<n>] stream <ptr>`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn op_text(
-    ver: &NcclVersion,
-    name: &str,
-    opcount: u64,
-    sendbuff: Option<u64>,
-    recvbuff: u64,
-    count: u64,
-    dtype: u8,
-    redop: u8,
-    root: usize,
-    comm: u64,
-    nranks: usize,
-    stream: u64,
-) -> String {
-    let sb = match sendbuff {
-        Some(p) => format!("{p:#x}"),
-        None => "(nil)".to_string(),
-    };
-    let nr = if ver.nranks_field() {
-        format!(" [nranks={nranks}]")
-    } else {
-        String::new()
-    };
-    format!(
-        "{name}: opCount {opcount:x} sendbuff {sb} recvbuff {recvbuff:#x} count {count} datatype {dtype} op {redop} root {root} comm {comm:#x}{nr} stream {stream:#x}"
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tuning_examples_match_real_logs() {
-        // thesis: 131072 x fp16 on 4 ranks, 8 channels (it saw LL on PCIe A40s, which lack LL128)
-        assert_eq!(
-            tuning_text("AllReduce", 262144, 4, 8),
-            "AllReduce: 262144 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..7}"
-        );
-        // timez-zx 2.27.7: 8 MiB on 2 ranks, 24 channels
-        assert_eq!(
-            tuning_text("AllReduce", 8388608, 2, 24),
-            "AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}"
-        );
-        assert_eq!(
-            tuning_text("AllReduce", 4, 4, 8),
-            "AllReduce: 4 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"
-        );
-    }
-
-    #[test]
-    fn op_line_format() {
-        let v = crate::config::parse_version("2.27.7").unwrap();
-        let t = op_text(
-            &v,
-            "Send",
-            0x1f,
-            None,
-            0x7f1fd2c00000,
-            256,
-            2,
-            0,
-            1,
-            0x55f7d902f5e0,
-            4,
-            0x55f7d84eb710,
-        );
-        assert_eq!(t, "Send: opCount 1f sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 1 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710");
     }
 }

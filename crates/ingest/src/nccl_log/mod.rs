@@ -7,8 +7,11 @@
 //!
 //! Submodules: [`prefix`] (line prefix, interleaving), [`ops`] (operation,
 //! tuning and call lines), [`init`] (communicator init, version, rings,
-//! trees), [`topo`] (topology dump), [`state`] (the state machine),
-//! [`report`] (counts of what was read and skipped).
+//! trees), [`topo`] (topology dump; its block state machine in `topo_block`,
+//! path lines in `topo_paths`, byte-level grammar in `topo_lex`), [`state`]
+//! (the state machine; operations, cut-line recovery and tuning queues in
+//! `state_ops`, devices and communicators in `state_comms`), [`report`]
+//! (counts of what was read and skipped).
 
 pub mod init;
 pub mod ops;
@@ -17,7 +20,12 @@ pub mod prefix;
 mod prefix_cache;
 pub mod report;
 pub mod state;
+mod state_comms;
+mod state_ops;
 pub mod topo;
+mod topo_block;
+mod topo_lex;
+mod topo_paths;
 
 pub use report::ReadReport;
 pub use state::LogParser;

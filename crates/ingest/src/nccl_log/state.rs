@@ -8,83 +8,69 @@
 //! then leaves. Queues are bounded: p2p operations and single-rank
 //! communicators never wait, and a queue longer than `MAX_PENDING` drains its
 //! oldest entry, so memory does not grow with the file.
+//!
+//! This module owns the parser's state (per process, per thread), line
+//! joining and segment dispatch, processes, topology collection and the end of
+//! input. Operations (opCount lines, the cut-line slot, the per-thread queue
+//! and tuning attachment) are `state_ops`; devices, communicator handles and
+//! init/channel lines are `state_comms`.
 
-use super::init::{self, ChannelLine, InitPhase};
+use super::init::{self, ChannelLine};
 use super::ops::{self, OpLine};
 use super::prefix::{split_line, KnownHosts, Level, Segment};
 use super::report::{message_kind_in, ReadReport, KIND_MAX};
+use super::state_ops::SegInfo;
 use super::topo::{TopoLine, TopoParser};
 use crate::bytes::sample;
-use commlens_core::model::{CommMember, Device, DevIdx, ProcIdx, Process};
-use commlens_core::{CollOp, CommIdx, DataType, NcclVersion, OpTable, RedOp};
+use commlens_core::model::{DevIdx, ProcIdx, Process};
+use commlens_core::{CollOp, CommIdx, NcclVersion, OpTable};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
-const MAX_PENDING: usize = 1024;
-/// A thread that queued this many operations without ever printing a tuning
-/// line (TUNING not enabled, or a version that does not print it) stops
-/// queueing, so logs without tuning lines keep no backlog at all.
-const MAX_UNTUNED: usize = 64;
-const SAMPLE_CHARS: usize = 200;
+pub(super) const SAMPLE_CHARS: usize = 200;
 /// Ops, tuning lines etc. that matched nothing are ignored beyond this backlog.
 const MAX_FRAGMENT: usize = 512;
 
-/// The parts of a segment an operation keeps.
-#[derive(Clone, Copy)]
-struct SegInfo {
-    tid: u32,
-    dev: Option<u32>,
-    ts_ns: Option<i64>,
-    cut: bool,
-    line_no: u64,
-}
-
-impl SegInfo {
-    fn of(seg: &Segment, line_no: u64) -> SegInfo {
-        SegInfo { tid: seg.tid, dev: seg.dev, ts_ns: seg.ts_ns, cut: seg.cut, line_no }
-    }
-}
-
 #[derive(Default)]
-struct ThreadState {
-    pending: VecDeque<CollOp>,
+pub(super) struct ThreadState {
+    pub(super) pending: VecDeque<CollOp>,
     /// Whether this thread ever printed a tuning line.
-    tuning_seen: bool,
+    pub(super) tuning_seen: bool,
     /// An opCount line cut by another writer, waiting for the API call line
     /// NCCL prints next on this thread, which holds the lost fields.
-    broken: Option<(OpLine, SegInfo)>,
+    pub(super) broken: Option<(OpLine, SegInfo)>,
     topo: Option<TopoParser>,
     in_topo: bool,
     /// Communicator whose init this thread is running (channel lines belong to it).
-    init_comm: Option<CommIdx>,
+    pub(super) init_comm: Option<CommIdx>,
     /// Channel lines seen before the thread named its communicator.
-    init_backlog: Vec<ChannelLine>,
+    pub(super) init_backlog: Vec<ChannelLine>,
 }
 
 #[derive(Default)]
-struct ProcState {
+pub(super) struct ProcState {
     /// Threads inside a topology dump, and threads holding a broken op line:
     /// when both are zero, most lines need no per-thread lookup at all.
     threads_in_topo: u32,
-    threads_with_broken: u32,
-    comms: HashMap<u64, CommIdx>,
-    devices: HashMap<u32, DevIdx>,
-    threads: HashMap<u32, ThreadState>,
+    pub(super) threads_with_broken: u32,
+    pub(super) comms: HashMap<u64, CommIdx>,
+    pub(super) devices: HashMap<u32, DevIdx>,
+    pub(super) threads: HashMap<u32, ThreadState>,
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
 /// plus a stream of operations.
 pub struct LogParser {
     /// Shortcuts for common line shapes allowed (see `ReadOptions::fast_paths`).
-    fast: bool,
+    pub(super) fast: bool,
     pub table: OpTable,
     pub report: ReadReport,
     hosts: KnownHosts,
     proc_index: HashMap<(Box<[u8]>, u32), ProcIdx>,
-    procs: Vec<ProcState>,
+    pub(super) procs: Vec<ProcState>,
     last_proc: Option<(usize, usize, u32, ProcIdx)>,
     /// Version printed without a prefix (`NCCL version 2.20.5+cuda12.4`).
-    bare_version: Option<NcclVersion>,
+    pub(super) bare_version: Option<NcclVersion>,
     segs: Vec<Segment>,
     fragment: Vec<u8>,
     joined: Vec<u8>,
@@ -336,231 +322,6 @@ impl LogParser {
             }
         }
     }
-
-    fn device(&mut self, proc: ProcIdx, cuda_dev: Option<u32>) -> DevIdx {
-        let key = cuda_dev.unwrap_or(u32::MAX);
-        if let Some(&d) = self.procs[proc.ix()].devices.get(&key) {
-            return d;
-        }
-        let d = DevIdx(self.table.devices.len() as u32);
-        self.table.devices.push(Device {
-            proc,
-            cuda_dev,
-            nvml_dev: None,
-            bus_id: None,
-            global_rank: None,
-            local_rank: None,
-        });
-        self.procs[proc.ix()].devices.insert(key, d);
-        d
-    }
-
-    fn comm(&mut self, proc: ProcIdx, ptr: u64) -> CommIdx {
-        if let Some(&c) = self.procs[proc.ix()].comms.get(&ptr) {
-            return c;
-        }
-        let c = CommIdx(self.table.comms.len() as u32);
-        self.table.comms.push(CommMember::new(proc, ptr));
-        self.procs[proc.ix()].comms.insert(ptr, c);
-        c
-    }
-
-    fn comm_line(&mut self, proc: ProcIdx, tid: u32, l: &init::CommLine) {
-        let c = self.comm(proc, l.comm);
-        if let Some(dev) = l.cuda_dev {
-            let d = self.device(proc, Some(dev));
-            let device = &mut self.table.devices[d.ix()];
-            device.nvml_dev = device.nvml_dev.or(l.nvml_dev);
-            device.bus_id = device.bus_id.or(l.bus_id);
-            self.table.comms[c.ix()].device = Some(d);
-        }
-        let m = &mut self.table.comms[c.ix()];
-        m.rank = l.rank.or(m.rank);
-        m.nranks = l.nranks.or(m.nranks);
-        m.comm_id = l.comm_id.or(m.comm_id);
-        m.n_nodes = l.n_nodes.or(m.n_nodes);
-        m.local_ranks = l.local_ranks.or(m.local_ranks);
-        m.local_rank = l.local_rank.or(m.local_rank);
-        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
-        if l.phase == Some(InitPhase::Complete) {
-            self.table.comms[c.ix()].init_complete = true;
-            let backlog = std::mem::take(&mut thread.init_backlog);
-            thread.init_comm = None;
-            for ch in backlog {
-                attach_channel_line(&mut self.table.comms[c.ix()], ch);
-            }
-        } else {
-            thread.init_comm = Some(c);
-            let backlog = std::mem::take(&mut thread.init_backlog);
-            for ch in backlog {
-                attach_channel_line(&mut self.table.comms[c.ix()], ch);
-            }
-        }
-    }
-
-    fn channel_line(&mut self, proc: ProcIdx, tid: u32, ch: ChannelLine) {
-        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
-        match thread.init_comm {
-            Some(c) => attach_channel_line(&mut self.table.comms[c.ix()], ch),
-            None if thread.init_backlog.len() < 4096 => thread.init_backlog.push(ch),
-            None => {}
-        }
-    }
-
-    fn op_line(
-        &mut self,
-        proc: ProcIdx,
-        msg: &[u8],
-        colon: usize,
-        seg: &Segment,
-        line_no: u64,
-        sink: &mut dyn FnMut(CollOp),
-    ) {
-        let info = SegInfo::of(seg, line_no);
-        if seg.cut {
-            // Keep what survived; the call line that follows may complete it.
-            match ops::parse_op_fields(msg, colon, true) {
-                Ok((fields, _)) => {
-                    self.resolve_broken(proc, seg.tid, None, sink);
-                    let ps = &mut self.procs[proc.ix()];
-                    ps.threads.entry(seg.tid).or_default().broken = Some((fields, info));
-                    ps.threads_with_broken += 1;
-                }
-                Err(_) => self.report.broken_unrecovered += 1,
-            }
-            return;
-        }
-        let parsed = if self.fast {
-            ops::parse_op_line(msg, colon, false)
-        } else {
-            ops::parse_op_line_general(msg, colon, false)
-        };
-        match parsed {
-            Ok(op) => self.emit_parsed(proc, &op, info, sink),
-            Err(e) => {
-                let what = match e {
-                    ops::OpLineError::UnknownOp => "opCount line: unknown operation",
-                    ops::OpLineError::Field(f) => match f {
-                        "comm" => "opCount line: bad or missing comm",
-                        "count" => "opCount line: bad or missing count",
-                        "datatype" => "opCount line: bad or missing datatype",
-                        "opCount" => "opCount line: bad opCount",
-                        _ => "opCount line: bad or missing stream",
-                    },
-                };
-                self.report.malformed.add(what, line_no, || sample(msg, SAMPLE_CHARS));
-            }
-        }
-    }
-
-    /// Settles a thread's broken opCount line: completed by `call` when it
-    /// matches, kept as it is when it has the required fields, lost otherwise.
-    fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
-        let ps = &mut self.procs[proc.ix()];
-        if ps.threads_with_broken == 0 {
-            return;
-        }
-        let Some(thread) = ps.threads.get_mut(&tid) else { return };
-        let Some((mut fields, info)) = thread.broken.take() else { return };
-        ps.threads_with_broken -= 1;
-        if let Some(call) = call {
-            fields.fill_from_call(call);
-        }
-        if fields.missing_required().is_none() {
-            self.emit_parsed(proc, &fields, info, sink);
-        } else {
-            self.report.broken_unrecovered += 1;
-        }
-    }
-
-    fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
-        let op = self.make_op(proc, parsed, info);
-        self.report.ops += 1;
-        if op.recovered {
-            self.report.recovered_ops += 1;
-        }
-        let nranks = self.table.comms[op.comm.ix()].nranks.unwrap_or(0);
-        if op.kind.is_p2p() || nranks == 1 {
-            return sink(op);
-        }
-        let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
-        let cap = if thread.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
-        while thread.pending.len() >= cap {
-            match thread.pending.pop_front() {
-                Some(old) => sink(old),
-                None => break,
-            }
-        }
-        thread.pending.push_back(op);
-    }
-
-    fn make_op(&mut self, proc: ProcIdx, l: &OpLine, seg: SegInfo) -> CollOp {
-        let kind = l.kind.expect("parse_op_line guarantees a kind");
-        let comm_ptr = l.comm.expect("parse_op_line guarantees comm");
-        let c = self.comm(proc, comm_ptr);
-        if self.table.comms[c.ix()].device.is_none() {
-            // No init line for this handle: the bracket is the thread's device.
-            let d = self.device(proc, seg.dev);
-            self.table.comms[c.ix()].device = Some(d);
-        }
-        let member = &mut self.table.comms[c.ix()];
-        if member.nranks.is_none() {
-            member.nranks = l.nranks;
-        }
-        let comm_seq = member.n_ops;
-        member.note_op(kind);
-        let dev = member.device.expect("set above");
-        let version = self.table.processes[proc.ix()].nccl_version.or(self.bare_version);
-        let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
-        let count = l.count.unwrap_or(0);
-        let root = l.root.and_then(|r| u32::try_from(r).ok());
-        let reduces = matches!(
-            kind,
-            commlens_core::OpKind::AllReduce | commlens_core::OpKind::Reduce | commlens_core::OpKind::ReduceScatter
-        );
-        CollOp {
-            comm_seq,
-            tid: seg.tid,
-            seq: l.op_count.unwrap_or(0),
-            redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
-            root: if kind.is_rooted() { root } else { None },
-            peer: if kind.is_p2p() { root } else { None },
-            sendbuff: l.sendbuff.unwrap_or(0),
-            recvbuff: l.recvbuff.unwrap_or(0),
-            stream: l.stream,
-            cpu_ts_ns: seg.ts_ns,
-            line: seg.line_no,
-            recovered: seg.cut,
-            ..CollOp::new(proc, dev, c, kind, count, dtype)
-        }
-    }
-
-    /// Attaches a tuning line to the queued operations of its thread with the
-    /// same kind and size; older queued operations leave without one.
-    fn tuning_line(&mut self, proc: ProcIdx, tid: u32, t: &ops::TuningLine, sink: &mut dyn FnMut(CollOp)) {
-        self.report.tuning_lines += 1;
-        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
-        thread.tuning_seen = true;
-        let mut last_match = None;
-        for (i, op) in thread.pending.iter_mut().enumerate() {
-            if op.algo.is_none() && op.kind == t.kind && op.bytes == t.bytes {
-                op.algo = t.algo;
-                op.proto = t.proto;
-                op.channels = t.channels;
-                self.report.tuned_ops += 1;
-                last_match = Some(i);
-            }
-        }
-        match last_match {
-            Some(i) => {
-                for op in thread.pending.drain(..=i) {
-                    sink(op);
-                }
-            }
-            None => self.report.tuning_unmatched += 1,
-        }
-    }
-
     /// Ends the input: drains queues, closes topology blocks.
     pub fn finish(&mut self, sink: &mut dyn FnMut(CollOp)) {
         for p in 0..self.procs.len() {
@@ -607,33 +368,6 @@ impl LogParser {
                 procs[i].host = procs[j].host.clone();
             }
         }
-    }
-}
-
-fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
-    match ch {
-        ChannelLine::RingOrder { channel, ranks } => {
-            let c = channel as usize;
-            if c < 1024 {
-                if m.rings.len() <= c {
-                    m.rings.resize(c + 1, Vec::new());
-                }
-                m.rings[c] = ranks;
-            }
-        }
-        ChannelLine::Connection(conn) => {
-            if m.connections.len() < 4096 {
-                m.connections.push(conn)
-            }
-        }
-        ChannelLine::Trees(t) => {
-            for tc in t {
-                if !m.trees.iter().any(|x| x.channel == tc.channel) && m.trees.len() < 1024 {
-                    m.trees.push(tc);
-                }
-            }
-        }
-        ChannelLine::RingNeighbors => {}
     }
 }
 

@@ -1,0 +1,191 @@
+//! Operations in the reader's state machine: `opCount` lines become
+//! [`CollOp`]s (device and communicator filled in, datatype and reduction
+//! decoded for the process's NCCL version); a line cut by another writer waits
+//! in its thread's slot for the API call line that completes it; collectives
+//! wait in their thread's bounded queue until the tuning line that names their
+//! algorithm arrives. See [`super::state`].
+
+use super::ops::{self, OpLine};
+use super::prefix::Segment;
+use super::state::{LogParser, SAMPLE_CHARS};
+use crate::bytes::sample;
+use commlens_core::model::ProcIdx;
+use commlens_core::{CollOp, DataType, RedOp};
+
+const MAX_PENDING: usize = 1024;
+/// A thread that queued this many operations without ever printing a tuning
+/// line (TUNING not enabled, or a version that does not print it) stops
+/// queueing, so logs without tuning lines keep no backlog at all.
+const MAX_UNTUNED: usize = 64;
+
+/// The parts of a segment an operation keeps.
+#[derive(Clone, Copy)]
+pub(super) struct SegInfo {
+    tid: u32,
+    dev: Option<u32>,
+    ts_ns: Option<i64>,
+    cut: bool,
+    line_no: u64,
+}
+
+impl SegInfo {
+    fn of(seg: &Segment, line_no: u64) -> SegInfo {
+        SegInfo { tid: seg.tid, dev: seg.dev, ts_ns: seg.ts_ns, cut: seg.cut, line_no }
+    }
+}
+
+impl LogParser {
+    pub(super) fn op_line(
+        &mut self,
+        proc: ProcIdx,
+        msg: &[u8],
+        colon: usize,
+        seg: &Segment,
+        line_no: u64,
+        sink: &mut dyn FnMut(CollOp),
+    ) {
+        let info = SegInfo::of(seg, line_no);
+        if seg.cut {
+            // Keep what survived; the call line that follows may complete it.
+            match ops::parse_op_fields(msg, colon, true) {
+                Ok((fields, _)) => {
+                    self.resolve_broken(proc, seg.tid, None, sink);
+                    let ps = &mut self.procs[proc.ix()];
+                    ps.threads.entry(seg.tid).or_default().broken = Some((fields, info));
+                    ps.threads_with_broken += 1;
+                }
+                Err(_) => self.report.broken_unrecovered += 1,
+            }
+            return;
+        }
+        let parsed = if self.fast {
+            ops::parse_op_line(msg, colon, false)
+        } else {
+            ops::parse_op_line_general(msg, colon, false)
+        };
+        match parsed {
+            Ok(op) => self.emit_parsed(proc, &op, info, sink),
+            Err(e) => {
+                let what = match e {
+                    ops::OpLineError::UnknownOp => "opCount line: unknown operation",
+                    ops::OpLineError::Field(f) => match f {
+                        "comm" => "opCount line: bad or missing comm",
+                        "count" => "opCount line: bad or missing count",
+                        "datatype" => "opCount line: bad or missing datatype",
+                        "opCount" => "opCount line: bad opCount",
+                        _ => "opCount line: bad or missing stream",
+                    },
+                };
+                self.report.malformed.add(what, line_no, || sample(msg, SAMPLE_CHARS));
+            }
+        }
+    }
+
+    /// Settles a thread's broken opCount line: completed by `call` when it
+    /// matches, kept as it is when it has the required fields, lost otherwise.
+    pub(super) fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
+        let ps = &mut self.procs[proc.ix()];
+        if ps.threads_with_broken == 0 {
+            return;
+        }
+        let Some(thread) = ps.threads.get_mut(&tid) else { return };
+        let Some((mut fields, info)) = thread.broken.take() else { return };
+        ps.threads_with_broken -= 1;
+        if let Some(call) = call {
+            fields.fill_from_call(call);
+        }
+        if fields.missing_required().is_none() {
+            self.emit_parsed(proc, &fields, info, sink);
+        } else {
+            self.report.broken_unrecovered += 1;
+        }
+    }
+
+    fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
+        let op = self.make_op(proc, parsed, info);
+        self.report.ops += 1;
+        if op.recovered {
+            self.report.recovered_ops += 1;
+        }
+        let nranks = self.table.comms[op.comm.ix()].nranks.unwrap_or(0);
+        if op.kind.is_p2p() || nranks == 1 {
+            return sink(op);
+        }
+        let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
+        let cap = if thread.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
+        while thread.pending.len() >= cap {
+            match thread.pending.pop_front() {
+                Some(old) => sink(old),
+                None => break,
+            }
+        }
+        thread.pending.push_back(op);
+    }
+
+    fn make_op(&mut self, proc: ProcIdx, l: &OpLine, seg: SegInfo) -> CollOp {
+        let kind = l.kind.expect("parse_op_line guarantees a kind");
+        let comm_ptr = l.comm.expect("parse_op_line guarantees comm");
+        let c = self.comm(proc, comm_ptr);
+        if self.table.comms[c.ix()].device.is_none() {
+            // No init line for this handle: the bracket is the thread's device.
+            let d = self.device(proc, seg.dev);
+            self.table.comms[c.ix()].device = Some(d);
+        }
+        let member = &mut self.table.comms[c.ix()];
+        if member.nranks.is_none() {
+            member.nranks = l.nranks;
+        }
+        let comm_seq = member.n_ops;
+        member.note_op(kind);
+        let dev = member.device.expect("set above");
+        let version = self.table.processes[proc.ix()].nccl_version.or(self.bare_version);
+        let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
+        let count = l.count.unwrap_or(0);
+        let root = l.root.and_then(|r| u32::try_from(r).ok());
+        let reduces = matches!(
+            kind,
+            commlens_core::OpKind::AllReduce | commlens_core::OpKind::Reduce | commlens_core::OpKind::ReduceScatter
+        );
+        CollOp {
+            comm_seq,
+            tid: seg.tid,
+            seq: l.op_count.unwrap_or(0),
+            redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
+            root: if kind.is_rooted() { root } else { None },
+            peer: if kind.is_p2p() { root } else { None },
+            sendbuff: l.sendbuff.unwrap_or(0),
+            recvbuff: l.recvbuff.unwrap_or(0),
+            stream: l.stream,
+            cpu_ts_ns: seg.ts_ns,
+            line: seg.line_no,
+            recovered: seg.cut,
+            ..CollOp::new(proc, dev, c, kind, count, dtype)
+        }
+    }
+
+    /// Attaches a tuning line to the queued operations of its thread with the
+    /// same kind and size; older queued operations leave without one.
+    pub(super) fn tuning_line(&mut self, proc: ProcIdx, tid: u32, t: &ops::TuningLine, sink: &mut dyn FnMut(CollOp)) {
+        self.report.tuning_lines += 1;
+        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        thread.tuning_seen = true;
+        let mut last_match = None;
+        for (i, op) in thread.pending.iter_mut().enumerate() {
+            if op.algo.is_none() && op.kind == t.kind && op.bytes == t.bytes {
+                op.algo = t.algo;
+                op.proto = t.proto;
+                op.channels = t.channels;
+                self.report.tuned_ops += 1;
+                last_match = Some(i);
+            }
+        }
+        match last_match {
+            Some(i) => {
+                for op in thread.pending.drain(..=i) {
+                    sink(op);
+                }
+            }
+            None => self.report.tuning_unmatched += 1,
+        }
+    }
+}
