@@ -85,15 +85,7 @@ fn expert_parallel_dispatchers() {
 
 #[test]
 fn all_variants_at_once() {
-    let cfg = RunConfig {
-        sequence_parallel: true,
-        distributed_optimizer: true,
-        virtual_stages: 2,
-        ep: 2,
-        num_experts: 4,
-        iterations: 1,
-        ..RunConfig::megatron(2, 2, 4)
-    };
+    let cfg = RunConfig::all_variants();
     check(&cfg, "everything");
 }
 

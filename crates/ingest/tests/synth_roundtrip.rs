@@ -160,15 +160,7 @@ fn expert_parallel_allgather_run_round_trips() {
 fn all_variants_together_round_trip() {
     // 16 ranks on 2 nodes: TP 2 with SP, PP 2 with 2 virtual stages, DP 4 with ZeRO-1,
     // EP 2 (so expert-DP groups of 2) with the all-to-all dispatcher.
-    let cfg = RunConfig {
-        sequence_parallel: true,
-        distributed_optimizer: true,
-        virtual_stages: 2,
-        ep: 2,
-        num_experts: 4,
-        iterations: 1,
-        ..RunConfig::megatron(2, 2, 4)
-    };
+    let cfg = RunConfig::all_variants();
     let truth = check_run(&cfg, "all");
     let strategies: std::collections::BTreeSet<&str> = truth.communicators.iter().map(|c| c.strategy.as_str()).collect();
     for s in ["world", "dp-zero1", "mp", "tp-sp", "pp-vpp", "emb", "ep-a2a"] {

@@ -156,6 +156,21 @@ impl RunConfig {
     /// Default model and run, with the given parallel sizes. Uses 8 GPUs per node when the
     /// world has 8 or more ranks (NVSwitch node), otherwise one node holding the whole world.
     /// The layer count is raised to a multiple of `pp` (at least 2 layers per stage).
+    /// Every parallelism variant in one run, one iteration: 16 ranks on 2 nodes, TP 2 with
+    /// sequence parallelism, PP 2 with 2 virtual stages, DP 4 with the distributed optimizer,
+    /// EP 2 over 4 experts (all-to-all dispatcher). A compact fixture for all traffic kinds.
+    pub fn all_variants() -> Self {
+        RunConfig {
+            sequence_parallel: true,
+            distributed_optimizer: true,
+            virtual_stages: 2,
+            ep: 2,
+            num_experts: 4,
+            iterations: 1,
+            ..RunConfig::megatron(2, 2, 4)
+        }
+    }
+
     pub fn megatron(tp: usize, pp: usize, dp: usize) -> Self {
         let world = tp * pp * dp;
         let mut cfg = RunConfig {
