@@ -13,7 +13,8 @@ pub struct Enrichment<'t> {
     bw: BandwidthReport,
     /// Address of an operation in the table → its [`OpRef`]: `Enrich` only
     /// sees the operation, and the table is borrowed for our whole lifetime.
-    refs: HashMap<usize, OpRef>,
+    /// Built on first use (trace export), not for column sinks that index.
+    refs: std::cell::OnceCell<HashMap<usize, OpRef>>,
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
@@ -22,17 +23,11 @@ pub struct Enrichment<'t> {
 impl<'t> Enrichment<'t> {
     pub fn new(table: &'t OpTable) -> Self {
         let bw = bandwidth::analyze(table, &BandwidthOptions::default());
-        let mut refs = HashMap::new();
-        for (d, ops) in table.per_rank.iter().enumerate() {
-            for (i, op) in ops.iter().enumerate() {
-                refs.insert(op as *const CollOp as usize, OpRef { dev: DevIdx(d as u32), index: i as u32 });
-            }
-        }
         let mut class = vec![None; table.logical.len()];
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);
         }
-        Enrichment { table, bw, refs, class, confidence: None }
+        Enrichment { table, bw, refs: std::cell::OnceCell::new(), class, confidence: None }
     }
 
     /// Adds each operation's fusion confidence (`commlens_fuse::FuseReport::confidence`).
@@ -97,7 +92,16 @@ impl Enrich for Enrichment<'_> {
         if let Some(p) = self.class_label(op) {
             out.push(("parallelism", ArgValue::Str(p)));
         }
-        let r = self.refs.get(&(op as *const CollOp as usize));
+        let refs = self.refs.get_or_init(|| {
+            let mut refs = HashMap::with_capacity(self.table.n_ops());
+            for (d, ops) in self.table.per_rank.iter().enumerate() {
+                for (i, op) in ops.iter().enumerate() {
+                    refs.insert(op as *const CollOp as usize, OpRef { dev: DevIdx(d as u32), index: i as u32 });
+                }
+            }
+            refs
+        });
+        let r = refs.get(&(op as *const CollOp as usize));
         if let (Some(c), Some(r)) = (self.confidence, r) {
             if let Some(v) = c.get(r.dev.ix()).and_then(|v| v.get(r.index as usize)).copied().flatten() {
                 out.push(("fusion confidence", ArgValue::Float(v as f64)));

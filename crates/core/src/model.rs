@@ -322,3 +322,12 @@ impl OpTable {
         self.topologies.iter().find(|t| t.host == host)
     }
 }
+#[cfg(test)]
+mod size_guard {
+    /// The table commands (fuse, report, diff, export) hold every operation:
+    /// its size is memory per operation, so it must not creep up unnoticed.
+    #[test]
+    fn coll_op_stays_small() {
+        assert!(std::mem::size_of::<super::CollOp>() <= 192, "{}", std::mem::size_of::<super::CollOp>());
+    }
+}

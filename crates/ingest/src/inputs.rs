@@ -250,19 +250,26 @@ where
     let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, S)> = files
         .par_iter()
         .map(|(path, explicit)| {
-            let mut ops: Vec<CollOp> = Vec::new();
+            // Operations go straight to their device's list (one copy of the
+            // table in memory, not a flat list plus the per-device one).
+            let mut per_dev: Vec<Vec<CollOp>> = Vec::new();
             let mut state = make();
             let res = nccl_log::read_path(path, opts, &mut |op| {
                 per_op(&mut state, &op);
                 if keep_ops {
-                    ops.push(op);
+                    let d = op.dev.ix();
+                    if per_dev.len() <= d {
+                        per_dev.resize_with(d + 1, Vec::new);
+                    }
+                    per_dev[d].push(op);
                 }
             });
             let res = res.map(|(mut t, r)| {
-                t.per_rank = vec![Vec::new(); t.devices.len()];
-                for op in ops {
-                    t.per_rank[op.dev.ix()].push(op);
+                per_dev.resize_with(t.devices.len().max(per_dev.len()), Vec::new);
+                for ops in &mut per_dev {
+                    ops.shrink_to_fit();
                 }
+                t.per_rank = per_dev;
                 (t, r)
             });
             (path.clone(), *explicit, res, state)
