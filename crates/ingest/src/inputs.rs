@@ -170,7 +170,7 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
             line: None,
             what: format!(
                 "is a {} but {} is a {}; read logs, kernel traces and plugin output separately \
-                 (joining them is trace fusion)",
+                 (to join NCCL logs with kernel traces: commlens fuse --nccl-log LOGS --nsys|--kineto TRACES -o DIR)",
                 kinds[0].name(),
                 files[other].0.display(),
                 kinds[other].name()
