@@ -30,7 +30,7 @@ pub enum Format {
 #[derive(Subcommand)]
 enum Command {
     /// Counts and bytes per rank, per communicator and per operation, and the
-    /// message-size distribution, from NCCL_DEBUG=INFO logs.
+    /// message-size distribution, from NCCL_DEBUG=INFO logs or any other input.
     Stats {
         /// Log files or folders (searched recursively); gzip is read transparently.
         #[arg(required = true)]
@@ -144,8 +144,9 @@ enum Command {
         #[arg(long, required = true)]
         parquet: PathBuf,
     },
-    /// Generates a realistic 4-rank Megatron-like run (TP=2, PP=2) as NCCL logs
-    /// and runs `stats` and `topo` on it.
+    /// The main job on a built-in example: generates a 4-rank Megatron-like
+    /// run (TP=2, PP=2) as NCCL logs, nsys exports and Kineto traces, runs
+    /// stats and topo, fuses logs with kernels and writes the report.
     Demo {
         /// Where to write the generated logs (default: a temporary folder).
         #[arg(long)]
