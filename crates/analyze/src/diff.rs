@@ -14,7 +14,7 @@
 use crate::bandwidth::{self, BandwidthOptions, Spread};
 use crate::classify;
 use crate::stats::size_bucket;
-use commlens_core::{OpKind, OpTable};
+use commlens_core::OpTable;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -207,11 +207,6 @@ pub fn diff(a: &RunProfile, b: &RunProfile, opts: &DiffOptions) -> DiffReport {
         })
         .collect();
     DiffReport { a: a.label.clone(), b: b.label.clone(), threshold: opts.threshold, rows }
-}
-
-/// Kinds whose volume figures exist in a profile (for callers that list them).
-pub fn kinds_in(p: &RunProfile) -> Vec<OpKind> {
-    OpKind::ALL.iter().copied().filter(|k| p.figures.contains_key(&format!("{} ops per rank", k.name()))).collect()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::clock::tests::Builder;
-use commlens_core::DataType;
+use commlens_core::{DataType, OpKind};
 
 /// 4 ranks, `n` AllReduces of `count` floats, each `dur` ns, back to back.
 fn run(n: usize, count: u64, dur: i64) -> OpTable {

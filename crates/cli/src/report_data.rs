@@ -10,7 +10,7 @@
 mod overlap_spans;
 
 use commlens_analyze::bandwidth::{self, BandwidthOptions};
-use commlens_analyze::classify;
+use commlens_analyze::classify::Classification;
 use commlens_analyze::clock::{self, ClockOptions};
 use commlens_analyze::iteration;
 use commlens_analyze::overlap::{self, OverlapReport};
@@ -139,8 +139,7 @@ pub fn bandwidth(t: &OpTable) -> Option<Bandwidth> {
 }
 
 /// The parallelism of each logical communicator, with its evidence.
-pub fn classification_table(t: &OpTable) -> ReportTable {
-    let c = classify::infer(t);
+pub fn classification_table(c: &Classification) -> ReportTable {
     ReportTable {
         title: "Communicators and their parallelism".into(),
         headers: vec!["communicator".into(), "ranks".into(), "class".into(), "why".into(), "traffic".into()],
@@ -295,8 +294,8 @@ pub fn overlap_section(rows: &[(String, OverlapReport)]) -> Option<Overlap> {
 }
 
 /// The strategy each communicator's traffic shows (thesis §5.3 signatures).
-pub fn signature_table(t: &OpTable) -> ReportTable {
-    let sigs = commlens_analyze::signature::recognize(t);
+pub fn signature_table(t: &OpTable, c: &Classification) -> ReportTable {
+    let sigs = commlens_analyze::signature::recognize_with(t, c);
     ReportTable {
         title: "Parallelism signatures (recognized from the traffic alone)".into(),
         headers: vec!["communicator".into(), "strategy".into(), "confidence".into(), "evidence".into()],
@@ -311,8 +310,7 @@ pub fn signature_table(t: &OpTable) -> ReportTable {
 
 /// Operations and bytes per parallelism type (every logical communicator
 /// classified, its members' traffic summed), per operation kind.
-pub fn parallelism_table(t: &OpTable) -> ReportTable {
-    let c = classify::infer(t);
+pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
     let class_of: Vec<String> = (0..t.logical.len())
         .map(|i| {
             c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified".to_string(), |p| p.label().to_string())

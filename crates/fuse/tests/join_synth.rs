@@ -12,7 +12,6 @@ use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nsys::load_nsys_files;
 use commlens_ingest::kineto::TraceOptions;
 use commlens_synth::{generate_traces, GeneratedTraces, RunConfig, TraceConfig};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 fn tmp(tag: &str) -> PathBuf {
@@ -24,16 +23,7 @@ fn tmp(tag: &str) -> PathBuf {
 /// (precision, recall) of the table's kernels against the truth, per record.
 fn score(t: &OpTable, g: &GeneratedTraces) -> (f64, f64, usize) {
     // Truth: (rank, index in the written log) → correlation id of its kernel.
-    let mut truth: HashMap<(usize, usize), u64> = HashMap::new();
-    for ks in &g.truth.kernels {
-        for k in ks {
-            for o in &k.ops {
-                if let Some(i) = o.index {
-                    truth.insert((o.rank, i), k.correlation);
-                }
-            }
-        }
-    }
+    let truth = g.truth.kernel_of_record();
     let (mut right, mut fused) = (0usize, 0usize);
     for (d, ops) in t.per_rank.iter().enumerate() {
         let Some(rank) = t.devices[d].global_rank else { continue };

@@ -8,7 +8,6 @@
 use super::CmdResult;
 use crate::Format;
 use commlens_synth::{generate_traces, RunConfig, TraceConfig};
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 pub fn run(out: Option<PathBuf>) -> CmdResult {
@@ -51,14 +50,7 @@ pub fn run(out: Option<PathBuf>) -> CmdResult {
     super::fuse::write_outputs(&f, &fused_dir)?;
     super::fuse::print_summary(&f);
     // The generator knows which kernel runs which log record: score the fusion.
-    let mut truth: HashMap<(usize, usize), u64> = HashMap::new();
-    for k in g.truth.kernels.iter().flatten() {
-        for o in &k.ops {
-            if let Some(i) = o.index {
-                truth.insert((o.rank, i), k.correlation);
-            }
-        }
-    }
+    let truth = g.truth.kernel_of_record();
     let (mut right, mut fused) = (0, 0);
     for (d, ops) in f.table.per_rank.iter().enumerate() {
         let rank = f.table.devices[d].global_rank.map(|r| r as usize);

@@ -140,6 +140,21 @@ impl TraceTruth {
     pub fn n_kernels(&self) -> usize {
         self.kernels.iter().map(Vec::len).sum()
     }
+
+    /// The known mapping as a lookup: (global rank, index of the record in the written
+    /// log) → correlation id of the kernel that executes it. Records whose kernel was
+    /// dropped, and dropped records, are absent.
+    pub fn kernel_of_record(&self) -> std::collections::HashMap<(usize, usize), u64> {
+        let mut m = std::collections::HashMap::new();
+        for k in self.kernels.iter().flatten() {
+            for o in &k.ops {
+                if let Some(i) = o.index {
+                    m.insert((o.rank, i), k.correlation);
+                }
+            }
+        }
+        m
+    }
 }
 
 /// One GPU kernel of the capture (NCCL or compute), as both writers emit it.
