@@ -152,8 +152,9 @@ pub enum DataType {
 impl DataType {
     /// Decodes the integer of a log line. `version` gates values that later
     /// releases added: bfloat16 (9) exists since NCCL 2.10, the two fp8 types
-    /// (10, 11) since 2.24 (nccl.h; the fp8 cut-over is unverified). With no
-    /// version known, the newest enum is assumed.
+    /// (10, 11) since 2.24 (NCCL 2.24 introduced them: ROCm/rccl PR #1646
+    /// ports "the FP8 feature from NCCL 2.24"; no log of ours shows one). With
+    /// no version known, the newest enum is assumed.
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> DataType {
         let newer_than = |maj, min| version.is_none_or(|ver| ver >= NcclVersion::new(maj, min, 0));
         match v {
