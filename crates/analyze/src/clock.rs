@@ -33,6 +33,12 @@
 //! reconciles all communicators. Ranks not connected to rank 0 form further
 //! components, each relative to its lowest rank.
 //!
+//! **Clock domains.** Ranks that read one clock (the GPUs of one host: nsys
+//! and Kineto put every GPU timestamp on the host's clock) differ only by
+//! arrival skew, which per-rank offsets would wrongly absorb.
+//! [`ClockSync::per_domain`] gives every rank of a domain the median offset
+//! of its members, so only the offsets between hosts are corrected.
+//!
 //! **Applying** (eq. 4.8): `t_sync = t_original + δ_r`. [`ClockSync::apply`]
 //! returns synchronized spans beside the table; [`ClockSync::apply_in_place`]
 //! shifts the table's spans and returns the originals.
@@ -421,6 +427,37 @@ impl ClockSync {
     pub fn offset_ns(&self, d: DevIdx) -> Option<i64> {
         let i = self.ranks.binary_search_by_key(&d, |r| r.dev).ok()?;
         Some(self.ranks[i].offset_ns.round() as i64)
+    }
+
+    /// One offset per clock domain: every rank with an offset and a domain
+    /// (`domain_of`, e.g. its host) gets the median offset of the ranks of
+    /// its domain and component, and each component's reference domain is
+    /// moved to 0. Ranks without a domain keep their own offset; residuals
+    /// stay those of the per-rank fit.
+    pub fn per_domain<K: Ord + Clone>(&self, domain_of: impl Fn(DevIdx) -> Option<K>) -> ClockSync {
+        let mut groups: std::collections::BTreeMap<(u32, K), Vec<f64>> = Default::default();
+        for r in &self.ranks {
+            if let Some(k) = domain_of(r.dev) {
+                groups.entry((r.component, k)).or_default().push(r.offset_ns);
+            }
+        }
+        let medians: std::collections::BTreeMap<(u32, K), f64> =
+            groups.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
+        let collapsed = |r: &RankOffset| {
+            domain_of(r.dev).and_then(|k| medians.get(&(r.component, k)).copied()).unwrap_or(r.offset_ns)
+        };
+        // Keep each component's reference rank at 0.
+        let base: Vec<f64> = self
+            .reference
+            .iter()
+            .map(|d| self.ranks.iter().find(|r| r.dev == *d).map_or(0.0, collapsed))
+            .collect();
+        let mut out = self.clone();
+        for r in &mut out.ranks {
+            let b = base.get(r.component as usize).copied().unwrap_or(0.0);
+            r.offset_ns = collapsed(r) - b;
+        }
+        out
     }
 
     fn shift(span: GpuSpan, by: i64) -> GpuSpan {

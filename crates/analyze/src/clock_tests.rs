@@ -333,3 +333,50 @@ fn disconnected_groups_and_edge_cases() {
     let empty = synchronize(&OpTable::default(), &ClockOptions::default());
     assert!(empty.ranks.is_empty() && empty.reference.is_empty());
 }
+
+/// A sync with hand-set per-rank offsets (one component, reference dev 0).
+fn sync_with(offsets: &[f64]) -> ClockSync {
+    ClockSync {
+        point: SyncPoint::Midpoint,
+        reference: vec![DevIdx(0)],
+        ranks: offsets
+            .iter()
+            .enumerate()
+            .map(|(d, &o)| RankOffset {
+                dev: DevIdx(d as u32),
+                global_rank: Some(d as u32),
+                offset_ns: o,
+                instances: 10,
+                residual_ns: 0.0,
+                component: 0,
+            })
+            .collect(),
+        comms: Vec::new(),
+    }
+}
+
+#[test]
+fn per_domain_gives_each_host_the_median_of_its_ranks() {
+    // Host a: ranks 0..3 (arrival skew only), host b: ranks 3..6, ~5 µs ahead;
+    // rank 6 has no domain.
+    let s = sync_with(&[0.0, 120.0, -40.0, 5000.0, 5300.0, 4900.0, 777.0]);
+    let host = |d: DevIdx| match d.0 {
+        0..=2 => Some("a"),
+        3..=5 => Some("b"),
+        _ => None,
+    };
+    let p = s.per_domain(host);
+    let off: Vec<f64> = p.ranks.iter().map(|r| r.offset_ns).collect();
+    // Medians: a = 0, b = 5000; the reference's domain stays at 0.
+    assert_eq!(off, vec![0.0, 0.0, 0.0, 5000.0, 5000.0, 5000.0, 777.0]);
+    // When the reference rank's domain median is not 0 the whole frame moves
+    // with it, the domain-less rank included: differences are kept.
+    let s = sync_with(&[0.0, 200.0, 300.0, 5000.0, 5000.0, 5000.0, 777.0]);
+    let off: Vec<f64> = s.per_domain(host).ranks.iter().map(|r| r.offset_ns).collect();
+    assert_eq!(off, vec![0.0, 0.0, 0.0, 4800.0, 4800.0, 4800.0, 577.0]);
+    // One domain for everyone: no correction at all.
+    let off: Vec<f64> = s.per_domain(|_| Some(0)).ranks.iter().map(|r| r.offset_ns).collect();
+    assert!(off.iter().all(|&o| o == 0.0), "{off:?}");
+    // Applied: same shift for every rank of a host.
+    assert_eq!(p.offset_ns(DevIdx(4)), Some(5000));
+}

@@ -87,6 +87,10 @@ enum Command {
         /// Output folder.
         #[arg(short, long)]
         out: PathBuf,
+        /// How the hosts' clocks are put on one timeline: one offset per
+        /// host (its GPUs share a clock), per rank, or off.
+        #[arg(long, value_enum, default_value_t = cmd::fuse::ClockSyncMode::Host)]
+        clock_sync: cmd::fuse::ClockSyncMode,
         #[arg(short, long)]
         verbose: bool,
     },
@@ -161,13 +165,13 @@ fn main() -> ExitCode {
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
         Command::Trace { inputs, out } => cmd::trace::run(&inputs, &out),
         Command::Hang { inputs, format, still_running_ms } => cmd::hang::run(&inputs, format, still_running_ms),
-        Command::Fuse { nccl_log, nsys, kineto, out, verbose } => {
+        Command::Fuse { nccl_log, nsys, kineto, out, clock_sync, verbose } => {
             let (kind, traces) = if nsys.is_empty() {
                 (cmd::fuse::TraceKind::Kineto, kineto)
             } else {
                 (cmd::fuse::TraceKind::Nsys, nsys)
             };
-            cmd::fuse::run(&nccl_log, kind, &traces, &out, verbose)
+            cmd::fuse::run(&nccl_log, kind, &traces, &out, clock_sync, verbose)
         }
         Command::Diff { a, b, threshold, format, all } => {
             return match cmd::diff::run(&a, &b, threshold, format, all) {

@@ -46,7 +46,7 @@ pub fn run(out: Option<PathBuf>) -> CmdResult {
 
     let fused_dir = dir.join("fused");
     println!("$ commlens fuse --nccl-log {} --nsys {} -o {}\n", logs_dir.display(), dir.join("nsys").display(), fused_dir.display());
-    let f = super::fuse::fuse_inputs(std::slice::from_ref(&logs_dir), super::fuse::TraceKind::Nsys, &nsys, false)?;
+    let f = super::fuse::fuse_inputs(std::slice::from_ref(&logs_dir), super::fuse::TraceKind::Nsys, &nsys, super::fuse::ClockSyncMode::Host, false)?;
     super::fuse::write_outputs(&f, &fused_dir)?;
     super::fuse::print_summary(&f);
     // The generator knows which kernel runs which log record: score the fusion.

@@ -3,6 +3,12 @@
 //! writes the fused table (`fused.parquet`), Chrome and Perfetto traces with
 //! the kernel, bandwidth, parallelism and fusion-confidence arguments, and
 //! `summary.json`; prints matches, confidence and what stayed unmatched.
+//!
+//! Every trace keeps its host's clock, and hosts' clocks disagree (by
+//! milliseconds without PTP). After the join, the fused GPU spans are put on
+//! one clock (`--clock-sync`, default one offset per host, estimated from the
+//! kernel ends of collective instances with `analyze::clock`); the traces' iteration ranges
+//! move with their ranks so that the written timeline stays consistent.
 
 use super::CmdResult;
 use crate::enrich::Enrichment;
@@ -14,6 +20,8 @@ use commlens_ingest::inputs::{expand_inputs, load_inputs};
 use commlens_ingest::kineto::{self, KernelTrace, TraceOptions as ReadTraceOptions};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nsys;
+use commlens_analyze::clock::{self, ClockOptions, SyncPoint};
+use commlens_core::model::DevIdx;
 use commlens_core::OpTable;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
@@ -27,22 +35,65 @@ pub enum TraceKind {
     Kineto,
 }
 
+/// How `fuse` puts the GPU spans of different hosts on one clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ClockSyncMode {
+    /// One offset per host (its GPUs share the host's clock), estimated from
+    /// the collective instances that span hosts (thesis eqs. 4.7–4.8).
+    #[default]
+    Host,
+    /// One offset per rank, as the thesis writes it; it also absorbs each
+    /// rank's systematic arrival skew.
+    Rank,
+    /// Keep each trace's own clock.
+    Off,
+}
+
+/// The shift applied to one host's (or, with `Rank`, one rank's) spans.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ClockShift {
+    /// Host name, or the rank label with `ClockSyncMode::Rank`.
+    pub domain: String,
+    pub ranks: usize,
+    /// Added to every GPU timestamp of the domain.
+    pub offset_ns: i64,
+    /// Collective instances that constrained the estimate (summed over ranks).
+    pub instances: usize,
+}
+
 /// What a fusion run produced (for `demo` and tests).
 pub struct Fused {
     pub table: OpTable,
     pub report: FuseReport,
     pub traces: Vec<KernelTrace>,
+    /// One entry per clock domain with an offset (empty with `Off`).
+    pub clock: Vec<ClockShift>,
+    /// Devices with GPU spans that got no offset (no instance tied them to the reference).
+    pub unsynced: Vec<DevIdx>,
 }
 
-pub fn run(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], out: &Path, verbose: bool) -> CmdResult {
-    let fused = fuse_inputs(logs, kind, traces, verbose)?;
+pub fn run(
+    logs: &[PathBuf],
+    kind: TraceKind,
+    traces: &[PathBuf],
+    out: &Path,
+    clock_mode: ClockSyncMode,
+    verbose: bool,
+) -> CmdResult {
+    let fused = fuse_inputs(logs, kind, traces, clock_mode, verbose)?;
     write_outputs(&fused, out)?;
     print_summary(&fused);
     Ok(())
 }
 
-/// Reads the logs and traces and fuses them.
-pub fn fuse_inputs(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], verbose: bool) -> Result<Fused, Box<dyn std::error::Error>> {
+/// Reads the logs and traces, fuses them and puts the spans on one clock.
+pub fn fuse_inputs(
+    logs: &[PathBuf],
+    kind: TraceKind,
+    traces: &[PathBuf],
+    clock_mode: ClockSyncMode,
+    verbose: bool,
+) -> Result<Fused, Box<dyn std::error::Error>> {
     let (progress, bar) = crate::progress::for_inputs(logs);
     let loaded = load_inputs(logs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
@@ -55,7 +106,7 @@ pub fn fuse_inputs(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], verbos
     let files: Vec<PathBuf> = expand_inputs(traces)?.into_iter().map(|(p, _)| p).collect();
     let opts = ReadTraceOptions::default();
     let spinner = spinner(&format!("reading {} trace file(s)", files.len()));
-    let traces: Vec<KernelTrace> = match kind {
+    let mut traces: Vec<KernelTrace> = match kind {
         TraceKind::Nsys => nsys::load_nsys_files(&files, &opts)?,
         TraceKind::Kineto => files
             .par_iter()
@@ -68,10 +119,64 @@ pub fn fuse_inputs(logs: &[PathBuf], kind: TraceKind, traces: &[PathBuf], verbos
     }
     let mut table = loaded.table;
     let report = fuse_traces(&mut table, &traces, &FuseConfig::default())?;
+    let (clock, unsynced) = sync_clocks(&mut table, &report, &mut traces, clock_mode);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    Ok(Fused { table, report, traces })
+    Ok(Fused { table, report, traces, clock, unsynced })
+}
+
+/// Estimates the clock offsets from the fused spans, shifts the spans, and
+/// moves each trace's base time by the offset of the ranks paired with it
+/// (their median, which is their common offset in `Host` mode).
+fn sync_clocks(
+    table: &mut OpTable,
+    report: &FuseReport,
+    traces: &mut [KernelTrace],
+    mode: ClockSyncMode,
+) -> (Vec<ClockShift>, Vec<DevIdx>) {
+    if mode == ClockSyncMode::Off {
+        return (Vec::new(), Vec::new());
+    }
+    let host_of = |t: &OpTable, d: DevIdx| t.processes[t.devices[d.ix()].proc.ix()].host.clone();
+    // Kernel ends: a member that arrives early waits inside its kernel, so
+    // starts (and midpoints) carry the arrival skew, while the members of a
+    // collective finish within microseconds of each other.
+    let per_rank = clock::synchronize(table, &ClockOptions { point: SyncPoint::End, ..ClockOptions::default() });
+    let sync = match mode {
+        ClockSyncMode::Host => per_rank.per_domain(|d| Some(host_of(table, d))),
+        _ => per_rank,
+    };
+    let unsynced: Vec<DevIdx> = (0..table.devices.len())
+        .map(|d| DevIdx(d as u32))
+        .filter(|&d| sync.offset_ns(d).is_none() && table.per_rank[d.ix()].iter().any(|op| op.gpu.is_some()))
+        .collect();
+    let mut shifts: Vec<ClockShift> = Vec::new();
+    for r in &sync.ranks {
+        let domain = if mode == ClockSyncMode::Host { host_of(table, r.dev) } else { table.device_label(r.dev) };
+        match shifts.iter_mut().find(|s| s.domain == domain) {
+            Some(s) => {
+                s.ranks += 1;
+                s.instances += r.instances;
+            }
+            None => shifts.push(ClockShift {
+                domain,
+                ranks: 1,
+                offset_ns: sync.offset_ns(r.dev).unwrap_or(0),
+                instances: r.instances,
+            }),
+        }
+    }
+    sync.apply_in_place(table);
+    for (i, t) in traces.iter_mut().enumerate() {
+        let mut offs: Vec<i64> =
+            report.ranks.iter().filter(|x| x.pairing.trace == i).filter_map(|x| sync.offset_ns(x.pairing.dev)).collect();
+        if !offs.is_empty() {
+            offs.sort_unstable();
+            t.base_time_ns += offs[offs.len() / 2];
+        }
+    }
+    (shifts, unsynced)
 }
 
 fn spinner(msg: &str) -> Option<ProgressBar> {
@@ -136,6 +241,8 @@ fn summary_json(f: &Fused) -> serde_json::Value {
         "ranks": ranks,
         "unpaired_log_ranks": r.unpaired_devices.iter().map(|d| f.table.device_label(*d)).collect::<Vec<_>>(),
         "unpaired_trace_ranks": r.unpaired_trace_ranks.iter().map(|x| x.2.clone()).collect::<Vec<_>>(),
+        "clock_offsets": f.clock,
+        "unsynchronised_ranks": f.unsynced.iter().map(|d| f.table.device_label(*d)).collect::<Vec<_>>(),
     })
 }
 
@@ -190,6 +297,19 @@ pub fn summary_table(f: &Fused) -> Table {
     }
     for (_, _, l) in &r.unpaired_trace_ranks {
         t.note(format!("no log rank for trace {l}"));
+    }
+    if f.clock.iter().any(|c| c.offset_ns != 0) {
+        let shifts: Vec<String> = f
+            .clock
+            .iter()
+            .map(|c| format!("{} {:+.3} ms ({} ranks, {} instances)", c.domain, c.offset_ns as f64 / 1e6, c.ranks, c.instances))
+            .collect();
+        t.note(format!("clocks put on one timeline (spans shifted): {}", shifts.join("; ")));
+    } else if f.clock.len() > 1 {
+        t.note("clocks: the hosts already agree (no shift)".to_string());
+    }
+    for d in &f.unsynced {
+        t.note(format!("clock of {} not synchronised (no collective ties it to the others)", f.table.device_label(*d)));
     }
     t
 }

@@ -174,7 +174,9 @@ fn write_rank<W: Write>(t: &GeneratedTraces, r: usize, w: &mut W) -> std::io::Re
     }
     let w = out.w;
     w.write_all(b"\n],\n")?;
-    let tail = json!({"traceName": format!("rank{r}"), "displayTimeUnit": "ms", "baseTimeNanoseconds": base});
+    // A node clock that reads ahead records a later base for the same relative times.
+    let recorded_base = base + t.clock_error_ns(r);
+    let tail = json!({"traceName": format!("rank{r}"), "displayTimeUnit": "ms", "baseTimeNanoseconds": recorded_base});
     let s = serde_json::to_string(&tail).map_err(std::io::Error::other)?;
     w.write_all(&s.as_bytes()[1..])?;
     w.write_all(b"\n")

@@ -57,6 +57,11 @@ pub struct TraceConfig {
     /// Write `MPI_RANKS` into the nsys exports (as when the job is launched through MPI/srun);
     /// without it a node file with several processes has no global ranks.
     pub nsys_mpi_ranks: bool,
+    /// Clock error of node k's trace files: node k's clock reads `k × node_clock_skew_ns`
+    /// ahead of true time (the epoch base the nsys and Kineto files record is off by that
+    /// much, as with unsynchronised host clocks). The truth keeps true times.
+    #[serde(default)]
+    pub node_clock_skew_ns: i64,
 }
 
 impl Default for TraceConfig {
@@ -70,6 +75,7 @@ impl Default for TraceConfig {
             drop_log_ops: 0.0,
             compute_kernels: true,
             nsys_mpi_ranks: true,
+            node_clock_skew_ns: 0,
         }
     }
 }
@@ -240,9 +246,15 @@ pub struct GeneratedTraces {
     pub(crate) pgs: Vec<PgInfo>,
     pub(crate) nccl_version: String,
     pub(crate) start_epoch_ns: i64,
+    pub(crate) node_clock_skew_ns: i64,
 }
 
 impl GeneratedTraces {
+    /// How far the clock of `rank`'s node reads ahead of true time in the trace files.
+    pub fn clock_error_ns(&self, rank: usize) -> i64 {
+        self.ranks[rank].node as i64 * self.node_clock_skew_ns
+    }
+
     /// All kernels of a rank (NCCL and compute), start order.
     pub fn kernels(&self, rank: usize) -> &[TraceKernel] {
         &self.ranks[rank].kernels
@@ -310,5 +322,6 @@ pub fn generate_traces(cfg: &RunConfig, tcfg: &TraceConfig) -> Result<GeneratedT
         pgs,
         nccl_version: cfg.nccl_version.clone(),
         start_epoch_ns: cfg.start_epoch_s as i64 * 1_000_000_000,
+        node_clock_skew_ns: tcfg.node_clock_skew_ns,
     })
 }

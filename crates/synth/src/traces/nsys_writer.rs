@@ -97,7 +97,10 @@ fn write_node(t: &GeneratedTraces, ranks: &[usize], path: &Path, cfg: &TraceConf
     let tx = conn.transaction()?;
     let mut strings = Strings(HashMap::new());
     let launch_name = strings.id(&tx, "cudaLaunchKernel_v7000")?;
-    tx.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?1, '', '')", params![session])?;
+    // Times are stored relative to the session start; a node clock that reads ahead records
+    // a later start for the same relative times.
+    let recorded_session = session + t.clock_error_ns(ranks[0]);
+    tx.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?1, '', '')", params![recorded_session])?;
     tx.execute(
         "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?1, NULL, ?2, 'NCCL', ?3, ?4)",
         params![0, DOMAIN_CREATE, global_pid(t.ranks[ranks[0]].pid) | t.ranks[ranks[0]].pid as i64, NCCL_DOMAIN],
