@@ -111,7 +111,7 @@ pub fn bandwidth(t: &OpTable) -> Option<Bandwidth> {
     let mut per_kind: BTreeMap<OpKind, Vec<BwPoint>> = BTreeMap::new();
     for o in &bw.ops {
         if let Some(v) = o.m.busbw_gb_s {
-            per_kind.entry(o.kind).or_default().push(BwPoint { bytes: o.bytes, busbw_gb_s: v });
+            per_kind.entry(o.kind).or_default().push(BwPoint { bytes: o.bytes, busbw_gb_s: v, efficiency: o.m.efficiency });
         }
     }
     if per_kind.is_empty() {

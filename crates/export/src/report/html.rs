@@ -357,7 +357,8 @@ fn bandwidth(h: &mut String, b: &Bandwidth) {
         "message size (bytes, log scale)",
         "bus bandwidth (GB/s, log scale)",
     ));
-    let best_limit = b.limits.iter().map(|l| l.gb_s).filter(|v| v.is_finite() && *v > 0.0).fold(0.0, f64::max);
+    // Each operation is judged against its own communicator's bottleneck
+    // (an NVLink TP group and an inter-node DP group have different ceilings).
     let rows: Vec<Vec<String>> = b
         .series
         .iter()
@@ -367,17 +368,28 @@ fn bandwidth(h: &mut String, b: &Bandwidth) {
                 return None;
             }
             let max = v.iter().copied().fold(0.0, f64::max);
-            let of_limit = if best_limit > 0.0 { share(max, best_limit) } else { "–".into() };
+            let eff: Vec<f64> = s.points.iter().filter_map(|p| p.efficiency).filter(|e| e.is_finite()).collect();
+            let (med_eff, max_eff) = if eff.is_empty() {
+                ("–".to_string(), "–".to_string())
+            } else {
+                let m = eff.iter().copied().fold(0.0, f64::max);
+                (format!("{:.0}%", 100.0 * median(eff)), format!("{:.0}%", 100.0 * m))
+            };
             Some(vec![
                 s.kind.clone(),
                 group_digits(v.len() as u64),
                 fmt_value(median(v), Unit::GbS),
                 fmt_value(max, Unit::GbS),
-                of_limit,
+                med_eff,
+                max_eff,
             ])
         })
         .collect();
-    table(h, &["kind", "timed ops>", "median busbw>", "max busbw>", "max / highest limit>"], &rows);
+    table(
+        h,
+        &["kind", "timed ops>", "median busbw>", "max busbw>", "median of own limit>", "max of own limit>"],
+        &rows,
+    );
     notes(h, &b.notes);
 }
 

@@ -116,9 +116,9 @@ fn hostile_numbers_and_shapes() {
             series: vec![BandwidthSeries {
                 kind: "AllReduce".into(),
                 points: vec![
-                    BwPoint { bytes: 0, busbw_gb_s: nan },
-                    BwPoint { bytes: 8, busbw_gb_s: f64::INFINITY },
-                    BwPoint { bytes: 1 << 20, busbw_gb_s: -1.0 },
+                    BwPoint { bytes: 0, busbw_gb_s: nan, efficiency: Some(nan) },
+                    BwPoint { bytes: 8, busbw_gb_s: f64::INFINITY, efficiency: Some(f64::INFINITY) },
+                    BwPoint { bytes: 1 << 20, busbw_gb_s: -1.0, efficiency: None },
                 ],
             }],
             limits: vec![Limit { label: "x".into(), gb_s: nan }],
@@ -166,7 +166,9 @@ fn output_is_bounded_for_huge_inputs() {
     let bw = r.bandwidth.as_mut().unwrap();
     for s in &mut bw.series {
         s.points =
-            (0..300_000u64).map(|i| BwPoint { bytes: 1 + i * 997, busbw_gb_s: 1.0 + (i % 300) as f64 }).collect();
+            (0..300_000u64)
+                .map(|i| BwPoint { bytes: 1 + i * 997, busbw_gb_s: 1.0 + (i % 300) as f64, efficiency: None })
+                .collect();
     }
     r.iterations = Some(IterationHeat {
         rows: (0..ranks).map(|i| i.to_string()).collect(),
@@ -179,4 +181,30 @@ fn output_is_bounded_for_huge_inputs() {
     assert!(s.len() < 6_000_000, "{} bytes", s.len());
     assert!(s.contains("First 1,000 of 50,000 rows shown."));
     assert!(s.contains("4,096 categories averaged in groups of 8"));
+}
+
+/// Each kind is judged against its own communicator's limit: an inter-node
+/// kind at 40 of 48 GB/s is at 83 %, not at 11 % of the fastest link.
+#[test]
+fn bandwidth_table_uses_each_operations_own_limit() {
+    let series = |kind: &str, bw: f64, limit: f64| BandwidthSeries {
+        kind: kind.into(),
+        points: (1..=3).map(|i| BwPoint { bytes: i << 20, busbw_gb_s: bw, efficiency: Some(bw / limit) }).collect(),
+    };
+    let r = Report {
+        bandwidth: Some(Bandwidth {
+            series: vec![series("AllReduce", 185.0, 370.0), series("AllGather", 40.0, 48.0)],
+            limits: vec![Limit { label: "NVLink".into(), gb_s: 370.0 }, Limit { label: "IB".into(), gb_s: 48.0 }],
+            ..Bandwidth::default()
+        }),
+        ..Report::default()
+    };
+    let page = render(&r);
+    let row = |kind: &str| {
+        let at = page.find(&format!(r#"<td class="">{kind}</td>"#)).unwrap_or_else(|| panic!("no {kind} row"));
+        page[at..at + page[at..].find("</tr>").unwrap()].to_string()
+    };
+    assert!(row("AllReduce").contains("50%"), "{}", row("AllReduce"));
+    assert!(row("AllGather").contains("83%"), "{}", row("AllGather"));
+    assert!(!row("AllGather").contains("11%"), "{}", row("AllGather"));
 }

@@ -140,6 +140,10 @@ pub struct BwPoint {
     pub bytes: u64,
     /// Bus bandwidth in GB/s (log y axis: zero and non-finite are not drawn).
     pub busbw_gb_s: f64,
+    /// Bus bandwidth over the theoretical bus bandwidth of the operation's own
+    /// communicator (its bottleneck link), when that is known.
+    #[serde(default)]
+    pub efficiency: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

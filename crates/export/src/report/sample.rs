@@ -175,7 +175,9 @@ fn bandwidth(rng: &mut Rng) -> Bandwidth {
                 let (peak, half) = if inter { (41.0, 2.5e6) } else { (peak, half) };
                 let bytes = 2f64.powf(10.0 + rng.next() * 19.0);
                 let bw = peak * bytes / (bytes + half) * (0.8 + 0.25 * rng.next());
-                BwPoint { bytes: bytes as u64, busbw_gb_s: bw }
+                // Own limit: the inter-node link for the embedding group, NVLink otherwise.
+                let limit = if inter || kind == "Send" { 48.0 } else { 370.0 };
+                BwPoint { bytes: bytes as u64, busbw_gb_s: bw, efficiency: Some(bw / limit) }
             })
             .collect();
         series.push(BandwidthSeries { kind: kind.into(), points });
