@@ -19,6 +19,7 @@ pub mod kineto;
 pub mod lines;
 pub mod merge;
 pub mod nccl_log;
+pub mod nccl_tests;
 pub mod nsys;
 pub mod plugin_out;
 mod plugin_out_decode;

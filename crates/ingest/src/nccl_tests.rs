@@ -1,0 +1,472 @@
+//! Reader of nccl-tests results (`all_reduce_perf`, `alltoall_perf`, …): the
+//! performance tables those benchmarks print, the measured ceiling a
+//! training run's collectives are compared with.
+//!
+//! Handles both table layouts (2.8-era `size count type redop time algbw
+//! busbw error ×2`, and the current one with `root` and `#wrong`), columns
+//! left empty (alltoall's redop in the old layout), `srun -l` rank prefixes
+//! (` 0: `), results pasted into Markdown (`> ` quotes, fences, lost `#`),
+//! several runs in one file, rows that NCCL's own debug lines cut into
+//! pieces (the benchmark and NCCL share stdout), and the `Rank … on HOST
+//! device …` lines that name the job's GPUs. Rows are read right-anchored: the last eight values
+//! are the out-of-place and in-place (time, algbw, busbw, errors), the first
+//! three size, count and type; what sits between is redop and/or root as the
+//! header says.
+//!
+//! Which collective a table measures is taken from, in order: a
+//! `# Collective test starting: X_perf` line, a command line naming `X_perf`,
+//! the file name, and last the ratio busbw/algbw with the job's rank count
+//! (nccl-tests' bus factors), which cannot tell AllGather from AllToAll.
+//! [`BenchRun::kind_from`] says which one decided.
+//!
+//! Streams the file line by line; rows that start like a result but do not
+//! parse are counted and reported with their line numbers.
+
+use crate::error::IngestError;
+use crate::lines::{open_maybe_gz, LineReader};
+use commlens_core::OpKind;
+use serde::Serialize;
+use std::path::Path;
+
+/// One direction of a result row (nccl-tests times in µs, bandwidths in GB/s).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BenchTiming {
+    pub time_us: f64,
+    pub algbw_gb_s: f64,
+    pub busbw_gb_s: f64,
+    /// `#wrong` (or the old `error` value, as a count of 0/1 when printed as
+    /// a float); `None` when the test printed `N/A` (validation off).
+    pub errors: Option<f64>,
+}
+
+/// One message size of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRow {
+    pub line: u64,
+    pub bytes: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: Option<String>,
+    pub root: Option<i64>,
+    pub out_of_place: BenchTiming,
+    pub in_place: BenchTiming,
+}
+
+/// One table: a benchmark run over a range of sizes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRun {
+    pub kind: Option<OpKind>,
+    /// What named the collective: `header`, `command`, `file name`, `bus factor`.
+    pub kind_from: Option<&'static str>,
+    /// Ranks of the job: one more than the highest `Rank N` of the
+    /// `Using devices` block; 0 when the file lists none.
+    pub ranks: u32,
+    pub hosts: Vec<String>,
+    pub gpu_models: Vec<String>,
+    pub rows: Vec<BenchRow>,
+    /// `# Avg bus bandwidth : X` (GB/s).
+    pub avg_busbw_gb_s: Option<f64>,
+    /// Line of the table header.
+    pub header_line: u64,
+}
+
+impl BenchRun {
+    /// The best bus bandwidth of the run (either direction).
+    pub fn peak_busbw_gb_s(&self) -> f64 {
+        self.rows.iter().map(|r| r.out_of_place.busbw_gb_s.max(r.in_place.busbw_gb_s)).fold(0.0, f64::max)
+    }
+}
+
+/// What one file gave.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchFile {
+    pub path: String,
+    pub runs: Vec<BenchRun>,
+    /// Lines that started like a result row but did not parse: (line, text).
+    pub malformed: Vec<(u64, String)>,
+}
+
+/// Whether `head` (the first few KiB of a file) holds an nccl-tests table header.
+pub fn looks_like_nccl_tests(head: &[u8]) -> bool {
+    head.split(|&b| b == b'\n').any(|l| header_columns(strip_decoration(l)).is_some())
+}
+
+/// Reads every table of an nccl-tests output (plain or gzip).
+pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
+    let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let mut reader = LineReader::new(open_maybe_gz(path).map_err(io)?, 1 << 20);
+    let file_kind = kind_in_text(&path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default());
+    let mut st = State::default();
+    let mut out = BenchFile { path: path.display().to_string(), runs: Vec::new(), malformed: Vec::new() };
+    loop {
+        let line_no = reader.line_no + 1;
+        let Some(raw) = reader.next_line().map_err(io)? else { break };
+        let unmarked = strip_call_sites(raw);
+        let l = strip_decoration(&unmarked);
+        if let Some(cols) = header_columns(l) {
+            st.close(&mut out, file_kind);
+            st.table = Some(Table { middle: cols, header_line: line_no, rows: Vec::new(), avg: None, pending: None });
+            continue;
+        }
+        let text = String::from_utf8_lossy(l);
+        let t = text.trim_start_matches('#').trim();
+        if let Some(name) = t.strip_prefix("Collective test starting:") {
+            st.close(&mut out, file_kind);
+            st.reset_job();
+            st.named = kind_in_text(name.trim());
+        } else if t.starts_with("nThread ") {
+            // A new invocation: its devices follow.
+            st.close(&mut out, file_kind);
+            st.reset_job();
+        } else if let Some(rest) = t.strip_prefix("Rank ") {
+            st.device(rest);
+        } else if let Some(v) = t.strip_prefix("Avg bus bandwidth") {
+            if let Some(tb) = &mut st.table {
+                tb.avg = v.trim_start_matches([' ', ':']).split_whitespace().next().and_then(|x| x.parse().ok());
+            }
+            st.close(&mut out, file_kind);
+        } else if text.contains("_perf") && !t.starts_with("Collective test concluded") {
+            if let Some(k) = kind_in_text(&text) {
+                st.command = Some(k);
+            }
+        } else if let Some(tb) = &mut st.table {
+            if t.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+                tb.feed(t, line_no, &mut out.malformed);
+            }
+        }
+    }
+    st.close(&mut out, file_kind);
+    if out.runs.is_empty() {
+        return Err(IngestError::Format {
+            path: path.to_path_buf(),
+            line: None,
+            what: "no nccl-tests result table (a `#  size  count  type …` header followed by rows)".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// Columns between `type` and `time` in the header.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Middle {
+    redop: bool,
+    root: bool,
+}
+
+struct Table {
+    middle: Middle,
+    header_line: u64,
+    rows: Vec<BenchRow>,
+    avg: Option<f64>,
+    /// A row printed in pieces: its tokens so far, how many the size/count/
+    /// type/redop/root head had, and the line it started on.
+    pending: Option<(Vec<String>, usize, u64)>,
+}
+
+impl Table {
+    /// One line that starts with a digit: a whole row, or a piece of one.
+    /// nccl-tests prints a row in three writes (head, out-of-place, in-place)
+    /// and NCCL's debug lines, sharing stdout, can land between them and
+    /// glue onto their ends (`… sum  -1mew0:64904:64904 [1] NCCL INFO …`).
+    fn feed(&mut self, t: &str, line: u64, malformed: &mut Vec<(u64, String)>) {
+        let Some(tokens) = row_tokens(t) else { return };
+        let bad = |m: &mut Vec<(u64, String)>, at: u64, text: &str| m.push((at, text.chars().take(160).collect()));
+        let is_int = |x: &str| x.parse::<u64>().is_ok();
+        let is_value = |x: &str| x == "N/A" || x.parse::<f64>().is_ok();
+        // size, count, then a type name (`float`, `bfloat16`, `f8e4m3`, …).
+        let type_name = |x: &str| {
+            x.starts_with(|c: char| c.is_ascii_alphabetic()) && x.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && x != "N"
+        };
+        let head = tokens.len() >= 3 && is_int(tokens[0]) && is_int(tokens[1]) && type_name(tokens[2]);
+        if head && tokens.len() >= 11 {
+            if let Some((p, _, at)) = self.pending.take() {
+                bad(malformed, at, &p.join(" "));
+            }
+            match parse_row(&tokens, self.middle, line) {
+                Some(r) => self.rows.push(r),
+                None => bad(malformed, line, t),
+            }
+        } else if head && tokens.len() <= 5 {
+            if let Some((p, _, at)) = self.pending.take() {
+                bad(malformed, at, &p.join(" "));
+            }
+            self.pending = Some((tokens.iter().map(|s| s.to_string()).collect(), tokens.len(), line));
+        } else if !head && matches!(tokens.len(), 4 | 8) && tokens.iter().all(|x| is_value(x)) {
+            let Some((p, head_len, at)) = &mut self.pending else { return bad(malformed, line, t) };
+            p.extend(tokens.iter().map(|s| s.to_string()));
+            if p.len() >= *head_len + 8 {
+                let (p, at) = (std::mem::take(p), *at);
+                self.pending = None;
+                let refs: Vec<&str> = p.iter().map(String::as_str).collect();
+                match parse_row(&refs, self.middle, at) {
+                    Some(r) => self.rows.push(r),
+                    None => bad(malformed, at, &p.join(" ")),
+                }
+            }
+        }
+        // Anything else (debris of NCCL lines that other writers cut) is no row.
+    }
+}
+
+/// The whitespace tokens of a row (piece), cut where an NCCL debug line was
+/// glued on (`-1mew0:64904:64904` keeps `-1`); `None` for a line that is an
+/// NCCL debug line itself (its host may start with a digit).
+fn row_tokens(t: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    for w in t.split_whitespace() {
+        if w.contains(':') {
+            if out.is_empty() {
+                return None;
+            }
+            let keep = w.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+')).count();
+            if keep > 0 {
+                out.push(&w[..keep]);
+            }
+            break;
+        }
+        out.push(w);
+    }
+    Some(out)
+}
+
+#[derive(Default)]
+struct State {
+    table: Option<Table>,
+    /// From `Collective test starting`.
+    named: Option<OpKind>,
+    /// From a command line naming `X_perf`.
+    command: Option<OpKind>,
+    ranks: u32,
+    hosts: Vec<String>,
+    gpu_models: Vec<String>,
+}
+
+impl State {
+    fn reset_job(&mut self) {
+        self.ranks = 0;
+        self.hosts.clear();
+        self.gpu_models.clear();
+    }
+
+    /// `  0 Group  0 Pid 51455 on  nid005896 device  0 [0x01] NVIDIA GH200 120GB`
+    fn device(&mut self, rest: &str) {
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let Some(rank) = words.first().and_then(|w| w.parse::<u32>().ok()) else { return };
+        // Ranks are numbered 0..n; concurrent single-rank runs all print `Rank 0`.
+        self.ranks = self.ranks.max(rank + 1);
+        if let Some(i) = words.iter().position(|w| *w == "on") {
+            if let Some(h) = words.get(i + 1) {
+                if !self.hosts.iter().any(|x| x == h) {
+                    self.hosts.push(h.to_string());
+                }
+            }
+        }
+        if let Some(close) = rest.find(']') {
+            let model = rest[close + 1..].trim();
+            if !model.is_empty() && !self.gpu_models.iter().any(|m| m == model) {
+                self.gpu_models.push(model.to_string());
+            }
+        }
+    }
+
+    fn close(&mut self, out: &mut BenchFile, file_kind: Option<OpKind>) {
+        let Some(tb) = self.table.take() else { return };
+        if let Some((p, _, at)) = &tb.pending {
+            out.malformed.push((*at, format!("row never completed: {}", p.join(" "))));
+        }
+        if tb.rows.is_empty() {
+            return;
+        }
+        let (kind, from) = match (self.named, self.command, file_kind) {
+            (Some(k), _, _) => (Some(k), Some("header")),
+            (None, Some(k), _) => (Some(k), Some("command")),
+            (None, None, Some(k)) => (Some(k), Some("file name")),
+            _ => match kind_from_bus_factor(&tb.rows, self.ranks, tb.middle) {
+                Some(k) => (Some(k), Some("bus factor")),
+                None => (None, None),
+            },
+        };
+        out.runs.push(BenchRun {
+            kind,
+            kind_from: from,
+            ranks: self.ranks,
+            hosts: self.hosts.clone(),
+            gpu_models: self.gpu_models.clone(),
+            rows: tb.rows,
+            avg_busbw_gb_s: tb.avg,
+            header_line: tb.header_line,
+        });
+        // The command line belongs to the invocation, not to one table.
+        self.named = None;
+    }
+}
+
+/// Removes the `func(), file.cu:123, ` marks that instrumented builds print
+/// before every write, also in the middle of a line
+/// (`TimeTest(), common.cu:610,   64  4  float …  -1BenchTime(), common.cu:561,  477.8 …`).
+fn strip_call_sites(l: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let Some(mut at) = memchr::memmem::find(l, b"(), ") else { return l.into() };
+    let mut out = l.to_vec();
+    loop {
+        let word = out[..at].iter().rev().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'~')).count();
+        // A name does not start with a digit: `-1BenchTime()` keeps its `-1`.
+        let ident = word - out[at - word..at].iter().take_while(|b| b.is_ascii_digit()).count();
+        let after = at + 4;
+        // `file.cu:123,` then an optional space.
+        let end = out[after..].iter().position(|&b| b == b',').map(|i| after + i);
+        let site = end.filter(|&e| {
+            let f = &out[after..e];
+            f.iter().rposition(|&b| b == b':').is_some_and(|c| c + 1 < f.len() && f[c + 1..].iter().all(u8::is_ascii_digit))
+        });
+        let from = at - ident;
+        match site {
+            Some(e) if ident > 0 => {
+                let to = if out.get(e + 1) == Some(&b' ') { e + 2 } else { e + 1 };
+                out.drain(from..to);
+                // Keep values apart where the mark sat between two of them.
+                if from > 0 && out.get(from).is_some_and(|b| !b.is_ascii_whitespace()) && !out[from - 1].is_ascii_whitespace() {
+                    out.insert(from, b' ');
+                }
+                at = from;
+            }
+            _ => at += 4,
+        }
+        match memchr::memmem::find(&out[at..], b"(), ") {
+            Some(i) => at += i,
+            None => return out.into(),
+        }
+    }
+}
+
+/// Drops an `srun -l` label (` 0: `), a Markdown quote and leading spaces.
+fn strip_decoration(l: &[u8]) -> &[u8] {
+    let mut s = l.trim_ascii();
+    if let Some(p) = s.iter().position(|&b| b == b':') {
+        if p > 0 && p <= 6 && s[..p].iter().all(u8::is_ascii_digit) {
+            s = s[p + 1..].trim_ascii_start();
+        }
+    }
+    while let Some(rest) = s.strip_prefix(b">") {
+        s = rest.trim_ascii_start();
+    }
+    s
+}
+
+/// `#  size  count  type  redop  [root]  time  algbw  busbw  error|#wrong …`:
+/// which of redop and root the layout has.
+fn header_columns(l: &[u8]) -> Option<Middle> {
+    let s = std::str::from_utf8(l).ok()?.trim_start_matches('#');
+    let w: Vec<&str> = s.split_whitespace().collect();
+    if w.len() < 10 || w[..3] != ["size", "count", "type"] {
+        return None;
+    }
+    let time = w.iter().position(|x| *x == "time")?;
+    let middle = &w[3..time];
+    if !w[time..].starts_with(&["time", "algbw", "busbw"]) {
+        return None;
+    }
+    Some(Middle { redop: middle.contains(&"redop"), root: middle.contains(&"root") })
+}
+
+fn parse_row(w: &[&str], m: Middle, line: u64) -> Option<BenchRow> {
+    if w.len() < 11 || w.len() > 13 {
+        return None;
+    }
+    let tail = &w[w.len() - 8..];
+    let timing = |x: &[&str]| -> Option<BenchTiming> {
+        Some(BenchTiming {
+            time_us: x[0].parse().ok()?,
+            algbw_gb_s: x[1].parse().ok()?,
+            busbw_gb_s: x[2].parse().ok()?,
+            errors: if x[3] == "N/A" { None } else { Some(x[3].parse().ok()?) },
+        })
+    };
+    let mid = &w[3..w.len() - 8];
+    let (mut redop, mut root) = (None, None);
+    match (mid, m.redop, m.root) {
+        ([op, r], _, _) => {
+            redop = Some(op.to_string());
+            root = Some(r.parse().ok()?);
+        }
+        ([x], true, true) => match x.parse::<i64>() {
+            Ok(r) => root = Some(r),
+            Err(_) => redop = Some(x.to_string()),
+        },
+        ([x], true, false) => redop = Some(x.to_string()),
+        ([x], false, true) => root = Some(x.parse().ok()?),
+        ([], _, _) => {}
+        _ => return None,
+    }
+    Some(BenchRow {
+        line,
+        bytes: w[0].parse().ok()?,
+        count: w[1].parse().ok()?,
+        dtype: w[2].to_string(),
+        redop: redop.filter(|r| r != "none"),
+        root,
+        out_of_place: timing(&tail[..4])?,
+        in_place: timing(&tail[4..])?,
+    })
+}
+
+/// The collective a benchmark name or file name speaks of
+/// (`all_reduce_perf`, `nccl_alltoall.log`, `reduce_scatter`, …).
+fn kind_in_text(s: &str) -> Option<OpKind> {
+    let s = s.to_ascii_lowercase().replace(['-', '.'], "_");
+    // Longest names first: `reduce` is inside `all_reduce` and `reduce_scatter`.
+    const NAMES: [(&str, OpKind); 14] = [
+        ("reduce_scatter", OpKind::ReduceScatter),
+        ("reducescatter", OpKind::ReduceScatter),
+        ("all_reduce", OpKind::AllReduce),
+        ("allreduce", OpKind::AllReduce),
+        ("all_gather", OpKind::AllGather),
+        ("allgather", OpKind::AllGather),
+        ("alltoall", OpKind::AllToAll),
+        ("all_to_all", OpKind::AllToAll),
+        ("sendrecv", OpKind::SendRecv),
+        ("broadcast", OpKind::Broadcast),
+        ("scatter", OpKind::Scatter),
+        ("gather", OpKind::Gather),
+        ("hypercube", OpKind::SendRecv),
+        ("reduce", OpKind::Reduce),
+    ];
+    NAMES.iter().find(|(n, _)| s.contains(n)).map(|&(_, k)| k)
+}
+
+/// nccl-tests' bus factors: busbw/algbw is 2(n−1)/n for AllReduce, (n−1)/n
+/// for ReduceScatter, AllGather and AllToAll, 1 for rooted and p2p tests.
+/// A root column that is not −1 means a rooted collective; a reduction op
+/// separates ReduceScatter from AllGather/AllToAll, which stay ambiguous
+/// (`None`), as does a run of one rank.
+fn kind_from_bus_factor(rows: &[BenchRow], ranks: u32, m: Middle) -> Option<OpKind> {
+    if ranks < 2 {
+        return None;
+    }
+    let n = ranks as f64;
+    let mut ratios: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.out_of_place.algbw_gb_s >= 1.0)
+        .map(|r| r.out_of_place.busbw_gb_s / r.out_of_place.algbw_gb_s)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let f = ratios[ratios.len() / 2];
+    let near = |x: f64| (f - x).abs() < 0.02 * x.max(1.0);
+    let reduces = rows.iter().any(|r| r.redop.is_some());
+    let rooted = m.root && rows.iter().any(|r| r.root.is_some_and(|x| x >= 0));
+    if near(2.0 * (n - 1.0) / n) && reduces {
+        Some(OpKind::AllReduce)
+    } else if near((n - 1.0) / n) && reduces {
+        Some(OpKind::ReduceScatter)
+    } else if near(1.0) && rooted {
+        Some(if reduces { OpKind::Reduce } else { OpKind::Broadcast })
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+#[path = "nccl_tests_tests.rs"]
+mod tests;
