@@ -2,6 +2,7 @@
 //! subcommand to its module in [`cmd`]; all real work lives in the library
 //! crates (ingest → core → analyze → export).
 
+mod baseline;
 mod cmd;
 mod enrich;
 mod progress;
@@ -124,6 +125,11 @@ enum Command {
         /// theoretical-versus-observed volume table.
         #[arg(long)]
         model: Option<PathBuf>,
+        /// nccl-tests outputs (all_reduce_perf, …) from the same machines:
+        /// drawn as curves, and every operation compared with the curve of
+        /// its kind at its size.
+        #[arg(long, num_args = 1..)]
+        baseline: Vec<PathBuf>,
         #[arg(long)]
         title: Option<String>,
     },
@@ -159,6 +165,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
@@ -180,10 +187,11 @@ fn main() -> ExitCode {
                 Err(e) => finish(Err(e)),
             }
         }
-        Command::Report { inputs, out, model, title } => cmd::report::run(&cmd::report::ReportArgs {
+        Command::Report { inputs, out, model, baseline, title } => cmd::report::run(&cmd::report::ReportArgs {
             inputs: &inputs,
             out: &out,
             model: model.as_deref(),
+            baselines: &baseline,
             title: title.as_deref(),
         }),
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
@@ -201,4 +209,23 @@ fn finish(result: cmd::CmdResult) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `commlens stats big.log | head`: when the reader of our stdout goes away,
+/// `println!` panics with a broken pipe; stop quietly instead, as a Unix
+/// filter does (Rust ignores SIGPIPE, so the write error is what we see).
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

@@ -105,13 +105,29 @@ pub fn size_histogram(agg: &Aggregate) -> SizeHistogram {
 }
 
 /// Bus bandwidth of every timed operation against its size, with the
-/// communicators' bottleneck links as limits. `None` without GPU spans.
-pub fn bandwidth(t: &OpTable) -> Option<Bandwidth> {
+/// communicators' bottleneck links as limits and, when given, measured
+/// baselines (each operation against the curve of its kind and closest job
+/// size, at its size). `None` without GPU spans.
+pub fn bandwidth(t: &OpTable, baselines: &[crate::baseline::Baseline]) -> Option<Bandwidth> {
     let bw = bandwidth::analyze(t, &BandwidthOptions::default());
     let mut per_kind: BTreeMap<OpKind, Vec<BwPoint>> = BTreeMap::new();
+    let mut used = vec![false; baselines.len()];
     for o in &bw.ops {
         if let Some(v) = o.m.busbw_gb_s {
-            per_kind.entry(o.kind).or_default().push(BwPoint { bytes: o.bytes, busbw_gb_s: v, efficiency: o.m.efficiency });
+            let nranks = o.comm.map(|l| t.logical[l.ix()].nranks);
+            let base = crate::baseline::pick(baselines, o.kind, nranks);
+            let vs_baseline = base.and_then(|b| b.at(o.bytes)).map(|x| v / x);
+            if let (Some(b), Some(_)) = (base, vs_baseline) {
+                if let Some(i) = baselines.iter().position(|x| std::ptr::eq(x, b)) {
+                    used[i] = true;
+                }
+            }
+            per_kind.entry(o.kind).or_default().push(BwPoint {
+                bytes: o.bytes,
+                busbw_gb_s: v,
+                efficiency: o.m.efficiency,
+                vs_baseline,
+            });
         }
     }
     if per_kind.is_empty() {
@@ -130,11 +146,17 @@ pub fn bandwidth(t: &OpTable) -> Option<Bandwidth> {
     if bw.ops_without_span > 0 {
         notes.push(format!("{} operations without a GPU span are not drawn", bw.ops_without_span));
     }
+    for (b, u) in baselines.iter().zip(&used) {
+        if !u {
+            notes.push(format!("{}: compared with no operation (no operation of its kind within its sizes, or a curve of a closer job size was used)", b.label));
+        }
+    }
     Some(Bandwidth {
         series: per_kind.into_iter().map(|(k, points)| BandwidthSeries { kind: k.name().to_string(), points }).collect(),
         limits,
         convention: "nccl-tests (busbw = algbw × bus factor)".into(),
         notes,
+        baselines: baselines.iter().map(crate::baseline::Baseline::to_curve).collect(),
     })
 }
 

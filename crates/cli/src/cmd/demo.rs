@@ -72,7 +72,7 @@ pub fn run(out: Option<PathBuf>) -> CmdResult {
     let conf = dir.join("model.conf");
     std::fs::write(&conf, include_str!("../../../../examples/demo-model.conf")).map_err(io)?;
     println!("$ commlens report {} --model {} -o {}\n", fused_dir.display(), conf.display(), html.display());
-    let r = super::report::build(&f.table, &f.traces, &[logs_dir.display().to_string()], Some(&conf), Some("commlens demo: fused NCCL logs and Nsight Systems kernels"))?;
+    let r = super::report::build(&f.table, &f.traces, &[logs_dir.display().to_string()], Some(&conf), &[], Some("commlens demo: fused NCCL logs and Nsight Systems kernels"))?;
     super::report::write_report(&r, &html)?;
     println!("wrote {}", html.display());
     println!(

@@ -15,10 +15,13 @@ pub struct ReportArgs<'a> {
     pub inputs: &'a [PathBuf],
     pub out: &'a Path,
     pub model: Option<&'a Path>,
+    /// nccl-tests outputs to compare with.
+    pub baselines: &'a [PathBuf],
     pub title: Option<&'a str>,
 }
 
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
+    let baselines = if a.baselines.is_empty() { Vec::new() } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
     let loaded = load_any(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
@@ -29,7 +32,7 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
         return Err("no NCCL operations in the inputs: nothing to report".into());
     }
     let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
-    let report = build(&loaded.table, &loaded.traces, &labels, a.model, a.title)?;
+    let report = build(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title)?;
     write_report(&report, a.out)?;
     println!(
         "wrote {} ({} operations, {} ranks); open it in any browser, it needs no network",
@@ -47,6 +50,7 @@ pub fn build(
     traces: &[commlens_ingest::kineto::KernelTrace],
     inputs: &[String],
     model: Option<&Path>,
+    baselines: &[crate::baseline::Baseline],
     title: Option<&str>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     let agg = Aggregate::from_table(t);
@@ -58,7 +62,7 @@ pub fn build(
         op_mix: Some(rd::op_mix(&agg)),
         rank_volume: Some(rd::rank_volume(t, &agg)),
         size_histogram: Some(rd::size_histogram(&agg)),
-        bandwidth: rd::bandwidth(t),
+        bandwidth: rd::bandwidth(t, baselines),
         ..Report::default()
     };
     // One classification serves the three tables that name parallelism.

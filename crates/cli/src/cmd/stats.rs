@@ -1,6 +1,7 @@
 //! `commlens stats`: streams the inputs through [`Aggregate`] (operations are
 //! not stored) and prints the per-rank, per-communicator and per-operation
-//! tables and the message-size histogram.
+//! tables and the message-size histogram. nccl-tests outputs (benchmark
+//! tables without NCCL debug lines) are summarised by `crate::baseline`.
 
 use super::CmdResult;
 use crate::render;
@@ -11,6 +12,27 @@ use commlens_ingest::nccl_log::ReadOptions;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
+    let (mut bench, mut rest) = (Vec::new(), Vec::new());
+    for (p, _) in expand_inputs(inputs)? {
+        let (tables, nccl_lines) = crate::baseline::sniff_benchmark(&p);
+        if tables {
+            bench.push(p.clone());
+        }
+        if !tables || nccl_lines {
+            rest.push(p);
+        }
+    }
+    // JSON stays one document: the benchmark results join the stats object.
+    let mut bench_json = serde_json::Value::Null;
+    if !bench.is_empty() {
+        bench_json = print_benchmarks(&bench, format, rest.is_empty())?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+    }
+    let inputs = if bench.is_empty() { inputs.to_vec() } else { rest };
+    let inputs = &inputs[..];
+    let printed_benchmarks = !bench.is_empty();
     let mut traces = false;
     for (p, _) in expand_inputs(inputs)? {
         traces |= sniff(&p)? != InputFormat::NcclLog;
@@ -46,7 +68,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
             "plugin": loaded.plugin_reports,
             "nvidia_plugins": loaded.nvidia_reports.len(),
         });
-        return print_stats(&loaded.table, &agg, format, inputs);
+        return print_stats(&loaded.table, &agg, format, inputs, bench_json);
     }
     let (progress, bar) = crate::progress::for_inputs(inputs);
     let opts = ReadOptions { progress, ..ReadOptions::default() };
@@ -63,6 +85,13 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     let t = &loaded.table;
     eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
     if t.devices.is_empty() && agg.cells.is_empty() {
+        if printed_benchmarks {
+            eprintln!("note: the NCCL lines beside the benchmark tables hold no communicators or operations");
+            if format == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nccl_tests": bench_json }))?);
+            }
+            return Ok(());
+        }
         return Err("no communicators and no operations in the inputs: the logs have neither init lines nor \
                     per-operation lines (run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including INIT,COLL)"
             .into());
@@ -73,10 +102,43 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
              NCCL writes them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL (or ALL)."
         );
     }
-    print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?)
+    print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
 }
 
-fn print_stats(t: &commlens_core::OpTable, agg: &Aggregate, format: Format, inputs: serde_json::Value) -> CmdResult {
+/// nccl-tests outputs: a summary per run, then each run's sizes. In JSON
+/// the results are returned (and printed only when `alone`), so that one
+/// document holds everything.
+fn print_benchmarks(files: &[PathBuf], format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let read: Vec<_> =
+        files.iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect::<Result<_, _>>()?;
+    match format {
+        Format::Json => {
+            let v = serde_json::to_value(&read)?;
+            if alone {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nccl_tests": v }))?);
+            }
+            return Ok(v);
+        }
+        Format::Csv | Format::Table => {
+            for t in crate::baseline::tables(&read) {
+                if format == Format::Csv {
+                    println!("# {}\n{}", t.title, t.to_csv());
+                } else {
+                    println!("{}", t.to_text());
+                }
+            }
+        }
+    }
+    Ok(serde_json::Value::Null)
+}
+
+fn print_stats(
+    t: &commlens_core::OpTable,
+    agg: &Aggregate,
+    format: Format,
+    inputs: serde_json::Value,
+    nccl_tests: serde_json::Value,
+) -> CmdResult {
     let report = StatsReport::build(t, agg);
     match format {
         Format::Table => {
@@ -86,7 +148,10 @@ fn print_stats(t: &commlens_core::OpTable, agg: &Aggregate, format: Format, inpu
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let v = serde_json::json!({ "inputs": inputs, "stats": report });
+            let mut v = serde_json::json!({ "inputs": inputs, "stats": report });
+            if !nccl_tests.is_null() {
+                v["nccl_tests"] = nccl_tests;
+            }
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
     }

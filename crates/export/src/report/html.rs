@@ -7,8 +7,8 @@
 //! tests can check well-formedness with a tiny scanner.
 
 use super::model::*;
-use super::scale::{esc, fmt_bytes, fmt_ns, fmt_value, group_digits, kind_color, Unit};
-use super::svg::{self, ColumnOpts, HBar, Scatter, Series};
+use super::scale::{esc, fmt_bytes, fmt_ns, group_digits, kind_color, Unit};
+use super::svg::{self, ColumnOpts, HBar, Series};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -17,7 +17,7 @@ pub const MAX_TABLE_ROWS: usize = 1_000;
 /// Inputs listed by name at most.
 const MAX_INPUTS: usize = 20;
 /// Chart width in SVG user units (scaled to the page width by CSS).
-const W: f64 = 1100.0;
+pub(super) const W: f64 = 1100.0;
 
 /// Writes the report as one HTML document.
 pub fn write_html(report: &Report, out: &mut impl Write) -> io::Result<()> {
@@ -53,7 +53,7 @@ pub fn render_html(r: &Report) -> String {
         SectionKind::Bandwidth,
         r.bandwidth.as_ref(),
         &hint,
-        bandwidth,
+        super::html_bandwidth::bandwidth,
     );
     section(s, "ranks", "Volume per rank", SectionKind::RankVolume, r.rank_volume.as_ref(), &hint, rank_volume);
     section(
@@ -173,7 +173,7 @@ fn section<T>(
     h.push_str("</section>");
 }
 
-fn notes(h: &mut String, notes: &[String]) {
+pub(super) fn notes(h: &mut String, notes: &[String]) {
     if notes.is_empty() {
         return;
     }
@@ -184,11 +184,11 @@ fn notes(h: &mut String, notes: &[String]) {
     h.push_str("</ul>");
 }
 
-fn intro(h: &mut String, text: &str) {
+pub(super) fn intro(h: &mut String, text: &str) {
     let _ = write!(h, r#"<p class="intro">{}</p>"#, esc(text));
 }
 
-fn legend<'a>(h: &mut String, items: impl IntoIterator<Item = (&'a str, &'a str)>) {
+pub(super) fn legend<'a>(h: &mut String, items: impl IntoIterator<Item = (&'a str, &'a str)>) {
     h.push_str(r#"<div class="legend">"#);
     for (name, color) in items {
         let _ = write!(h, r#"<span><i style="background:{}"></i>{}</span>"#, esc(color), esc(name));
@@ -205,7 +205,7 @@ fn share(part: f64, total: f64) -> String {
 }
 
 /// A table from header names (trailing `>` = numeric column) and rows.
-fn table(h: &mut String, headers: &[&str], rows: &[Vec<String>]) {
+pub(super) fn table(h: &mut String, headers: &[&str], rows: &[Vec<String>]) {
     let right: Vec<bool> = headers.iter().map(|c| c.ends_with('>')).collect();
     h.push_str("<table><thead><tr>");
     for (c, r) in headers.iter().zip(&right) {
@@ -331,66 +331,9 @@ fn size_histogram(h: &mut String, s: &SizeHistogram) {
     notes(h, &s.notes);
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-fn bandwidth(h: &mut String, b: &Bandwidth) {
-    let conv = if b.convention.is_empty() { "bus bandwidth" } else { b.convention.as_str() };
-    intro(h, &format!("One point per operation: {conv} (GB/s) against message size, both axes logarithmic. Dashed lines are the theoretical limits of the slowest link each communicator crosses."));
-    let sc: Vec<Scatter> = b
-        .series
-        .iter()
-        .map(|s| Scatter {
-            name: &s.kind,
-            color: kind_color(&s.kind),
-            points: s.points.iter().map(|p| (p.bytes as f64, p.busbw_gb_s)).collect(),
-        })
-        .collect();
-    legend(h, b.series.iter().map(|s| (s.kind.as_str(), kind_color(&s.kind))));
-    let lims: Vec<(String, f64)> = b.limits.iter().map(|l| (l.label.clone(), l.gb_s)).collect();
-    h.push_str(&svg::scatter_loglog(
-        &sc,
-        &lims,
-        W,
-        "message size (bytes, log scale)",
-        "bus bandwidth (GB/s, log scale)",
-    ));
-    // Each operation is judged against its own communicator's bottleneck
-    // (an NVLink TP group and an inter-node DP group have different ceilings).
-    let rows: Vec<Vec<String>> = b
-        .series
-        .iter()
-        .filter_map(|s| {
-            let v: Vec<f64> = s.points.iter().map(|p| p.busbw_gb_s).filter(|v| v.is_finite() && *v > 0.0).collect();
-            if v.is_empty() {
-                return None;
-            }
-            let max = v.iter().copied().fold(0.0, f64::max);
-            let eff: Vec<f64> = s.points.iter().filter_map(|p| p.efficiency).filter(|e| e.is_finite()).collect();
-            let (med_eff, max_eff) = if eff.is_empty() {
-                ("–".to_string(), "–".to_string())
-            } else {
-                let m = eff.iter().copied().fold(0.0, f64::max);
-                (format!("{:.0}%", 100.0 * median(eff)), format!("{:.0}%", 100.0 * m))
-            };
-            Some(vec![
-                s.kind.clone(),
-                group_digits(v.len() as u64),
-                fmt_value(median(v), Unit::GbS),
-                fmt_value(max, Unit::GbS),
-                med_eff,
-                max_eff,
-            ])
-        })
-        .collect();
-    table(
-        h,
-        &["kind", "timed ops>", "median busbw>", "max busbw>", "median of own limit>", "max of own limit>"],
-        &rows,
-    );
-    notes(h, &b.notes);
 }
 
 fn iterations(h: &mut String, it: &IterationHeat) {
@@ -567,6 +510,7 @@ text.axis{font-size:12px;fill:#3c4043;font-weight:600}
 line.axis{stroke:#9aa0a6;stroke-width:1}
 line.grid{stroke:#eceef1;stroke-width:1}
 line.limit{stroke:#d93025;stroke-width:1.6;stroke-dasharray:7 4}
+polyline.curve{fill:none;stroke-width:2.2;stroke-dasharray:2 3}
 .cap{font-size:11px;fill:#80868b;font-style:italic}
 .lim{font-size:11.5px;fill:#c5221f;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px;font-size:12px;margin:4px 0}

@@ -116,9 +116,9 @@ fn hostile_numbers_and_shapes() {
             series: vec![BandwidthSeries {
                 kind: "AllReduce".into(),
                 points: vec![
-                    BwPoint { bytes: 0, busbw_gb_s: nan, efficiency: Some(nan) },
-                    BwPoint { bytes: 8, busbw_gb_s: f64::INFINITY, efficiency: Some(f64::INFINITY) },
-                    BwPoint { bytes: 1 << 20, busbw_gb_s: -1.0, efficiency: None },
+                    BwPoint { bytes: 0, busbw_gb_s: nan, efficiency: Some(nan), vs_baseline: None },
+                    BwPoint { bytes: 8, busbw_gb_s: f64::INFINITY, efficiency: Some(f64::INFINITY), vs_baseline: None },
+                    BwPoint { bytes: 1 << 20, busbw_gb_s: -1.0, efficiency: None, vs_baseline: None },
                 ],
             }],
             limits: vec![Limit { label: "x".into(), gb_s: nan }],
@@ -167,7 +167,7 @@ fn output_is_bounded_for_huge_inputs() {
     for s in &mut bw.series {
         s.points =
             (0..300_000u64)
-                .map(|i| BwPoint { bytes: 1 + i * 997, busbw_gb_s: 1.0 + (i % 300) as f64, efficiency: None })
+                .map(|i| BwPoint { bytes: 1 + i * 997, busbw_gb_s: 1.0 + (i % 300) as f64, efficiency: None, vs_baseline: None })
                 .collect();
     }
     r.iterations = Some(IterationHeat {
@@ -189,7 +189,7 @@ fn output_is_bounded_for_huge_inputs() {
 fn bandwidth_table_uses_each_operations_own_limit() {
     let series = |kind: &str, bw: f64, limit: f64| BandwidthSeries {
         kind: kind.into(),
-        points: (1..=3).map(|i| BwPoint { bytes: i << 20, busbw_gb_s: bw, efficiency: Some(bw / limit) }).collect(),
+        points: (1..=3).map(|i| BwPoint { bytes: i << 20, busbw_gb_s: bw, efficiency: Some(bw / limit), vs_baseline: None }).collect(),
     };
     let r = Report {
         bandwidth: Some(Bandwidth {
@@ -207,4 +207,38 @@ fn bandwidth_table_uses_each_operations_own_limit() {
     assert!(row("AllReduce").contains("50%"), "{}", row("AllReduce"));
     assert!(row("AllGather").contains("83%"), "{}", row("AllGather"));
     assert!(!row("AllGather").contains("11%"), "{}", row("AllGather"));
+}
+
+/// A measured baseline is drawn as a curve and each kind's operations are
+/// compared with it at their size.
+#[test]
+fn baseline_curves_are_drawn_and_compared() {
+    let pt = |bytes: u64, bw: f64, vs: Option<f64>| BwPoint { bytes, busbw_gb_s: bw, efficiency: None, vs_baseline: vs };
+    let r = Report {
+        bandwidth: Some(Bandwidth {
+            series: vec![BandwidthSeries {
+                kind: "AllReduce".into(),
+                points: vec![pt(1 << 20, 30.0, Some(0.6)), pt(1 << 22, 60.0, Some(0.75)), pt(1 << 24, 90.0, None)],
+            }],
+            baselines: vec![BaselineCurve {
+                label: "nccl-tests AllReduce, 16 ranks".into(),
+                kind: "AllReduce".into(),
+                points: vec![pt(1 << 20, 50.0, None), pt(1 << 22, 80.0, None)],
+            }],
+            ..Bandwidth::default()
+        }),
+        ..Report::default()
+    };
+    let page = render(&r);
+    assert_eq!(page.matches(r#"<polyline class="curve""#).count(), 1);
+    assert!(page.contains("nccl-tests AllReduce, 16 ranks"));
+    assert!(page.contains("median of baseline"));
+    let at = page.find(r#"<td class="">AllReduce</td>"#).unwrap();
+    let row = &page[at..at + page[at..].find("</tr>").unwrap()];
+    // Median of 0.6 and 0.75 (upper median), 2 ops covered by the curve.
+    assert!(row.contains(">75%<") && row.contains(">2<"), "{row}");
+    // Without a baseline there is no such column.
+    let mut r2 = r.clone();
+    r2.bandwidth.as_mut().unwrap().baselines.clear();
+    assert!(!render(&r2).contains("median of baseline"));
 }

@@ -1,12 +1,13 @@
 //! The self-contained HTML report (`commlens report … -o report.html`).
 //!
 //! [`model`] is the contract with the analyses: plain serde data, every
-//! section optional. [`html`] draws it as one offline page with charts from
-//! [`svg`] (numbers, ticks and colors in [`scale`]). [`sample`] is a
+//! section optional. [`html`] draws it as one offline page (the bandwidth
+//! section in `html_bandwidth`) with charts from [`svg`] (numbers, ticks and colors in [`scale`]). [`sample`] is a
 //! hand-filled example used by tests, the screenshot and demos. Nothing here
 //! computes an analysis; callers fill the model.
 
 pub mod html;
+mod html_bandwidth;
 pub mod model;
 pub mod sample;
 pub mod scale;

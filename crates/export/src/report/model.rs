@@ -126,6 +126,20 @@ pub struct Bandwidth {
     /// How busbw was computed, e.g. `nccl-tests bus bandwidth`.
     pub convention: String,
     pub notes: Vec<String>,
+    /// Measured reference curves (nccl-tests runs on the same machines),
+    /// drawn as lines; points compare with them through `vs_baseline`.
+    #[serde(default)]
+    pub baselines: Vec<BaselineCurve>,
+}
+
+/// One benchmark curve: the best bus bandwidth per message size.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineCurve {
+    /// Legend text, e.g. `nccl-tests AllReduce, 16 ranks`.
+    pub label: String,
+    /// The operation kind it measures (its series color).
+    pub kind: String,
+    pub points: Vec<BwPoint>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -144,6 +158,10 @@ pub struct BwPoint {
     /// communicator (its bottleneck link), when that is known.
     #[serde(default)]
     pub efficiency: Option<f64>,
+    /// Bus bandwidth over the baseline curve of the same kind at the same
+    /// size (interpolated), when one covers it.
+    #[serde(default)]
+    pub vs_baseline: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -177,12 +177,20 @@ fn bandwidth(rng: &mut Rng) -> Bandwidth {
                 let bw = peak * bytes / (bytes + half) * (0.8 + 0.25 * rng.next());
                 // Own limit: the inter-node link for the embedding group, NVLink otherwise.
                 let limit = if inter || kind == "Send" { 48.0 } else { 370.0 };
-                BwPoint { bytes: bytes as u64, busbw_gb_s: bw, efficiency: Some(bw / limit) }
+                let vs_baseline = (kind == "AllReduce" && !inter).then(|| bw / nccl_tests_allreduce(bytes));
+                BwPoint { bytes: bytes as u64, busbw_gb_s: bw, efficiency: Some(bw / limit), vs_baseline }
             })
             .collect();
         series.push(BandwidthSeries { kind: kind.into(), points });
     }
+    let baseline = (10..=30)
+        .map(|e| {
+            let b = 2f64.powi(e);
+            BwPoint { bytes: b as u64, busbw_gb_s: nccl_tests_allreduce(b), efficiency: None, vs_baseline: None }
+        })
+        .collect();
     Bandwidth {
+        baselines: vec![BaselineCurve { label: "nccl-tests AllReduce, 8 ranks".into(), kind: "AllReduce".into(), points: baseline }],
         series,
         limits: vec![
             Limit { label: "NVLink 4 (intra-node)".into(), gb_s: 370.0 },
@@ -191,6 +199,11 @@ fn bandwidth(rng: &mut Rng) -> Bandwidth {
         convention: "nccl-tests bus bandwidth".into(),
         notes: vec![],
     }
+}
+
+/// The sample machine's nccl-tests AllReduce curve (GB/s at `bytes`).
+fn nccl_tests_allreduce(bytes: f64) -> f64 {
+    360.0 * bytes / (bytes + 3.0e6)
 }
 
 fn iterations(rng: &mut Rng) -> IterationHeat {

@@ -1,6 +1,6 @@
 //! Inline SVG chart primitives for the HTML report: horizontal bars, stacked
 //! columns (also the histogram), a log-log scatter with horizontal limit
-//! lines, and a heatmap. Each returns one `<svg>` element as a string.
+//! lines and reference curves, and a heatmap. Each returns one `<svg>` element as a string.
 //!
 //! Why hand-written: the report must work offline from one file, so no chart
 //! library or CDN. Output is bounded: columns and heatmap cells are binned
@@ -279,6 +279,19 @@ pub fn scatter_loglog(
     x_title: &str,
     y_title: &str,
 ) -> String {
+    scatter_loglog_with_curves(series, &[], limits, width, x_title, y_title)
+}
+
+/// [`scatter_loglog`] plus reference curves drawn as lines through their
+/// points (in x order), e.g. a benchmark's bandwidth per message size.
+pub fn scatter_loglog_with_curves(
+    series: &[Scatter],
+    curves: &[Scatter],
+    limits: &[(String, f64)],
+    width: f64,
+    x_title: &str,
+    y_title: &str,
+) -> String {
     let ok = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite() && p.0 > 0.0 && p.1 > 0.0;
     let mut captions = Vec::new();
     let drawn: Vec<Vec<(f64, f64)>> = series
@@ -304,7 +317,15 @@ pub fn scatter_loglog(
             thin(&valid, MAX_POINTS)
         })
         .collect();
-    let all = drawn.iter().flatten();
+    let lines: Vec<Vec<(f64, f64)>> = curves
+        .iter()
+        .map(|c| {
+            let mut v: Vec<(f64, f64)> = c.points.iter().copied().filter(ok).collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            thin(&v, MAX_POINTS)
+        })
+        .collect();
+    let all = drawn.iter().flatten().chain(lines.iter().flatten());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, 0.0f64, f64::MAX, 0.0f64);
     for p in all {
         x0 = x0.min(p.0);
@@ -348,6 +369,21 @@ pub fn scatter_loglog(
             let _ = write!(svg.s, r#"<circle cx="{}" cy="{}" r="2.6"/>"#, num(xs(p.0)), num(ys(p.1)));
         }
         svg.s.push_str("</g>");
+    }
+    for (c, pts) in curves.iter().zip(&lines) {
+        if pts.is_empty() {
+            continue;
+        }
+        let path: Vec<String> = pts.iter().map(|p| format!("{},{}", num(xs(p.0)), num(ys(p.1)))).collect();
+        let _ = write!(
+            svg.s,
+            r#"<polyline class="curve" stroke="{}" points="{}"><title>{}</title></polyline>"#,
+            esc(c.color),
+            path.join(" "),
+            esc(c.name)
+        );
+        let last = pts[pts.len() - 1];
+        svg.text(xs(last.0) - 4.0, ys(last.1) - 6.0, "end", "lim", c.name);
     }
     for (name, v) in &lims {
         svg.line(left, ys(*v), left + pw, ys(*v), "limit");
