@@ -42,7 +42,8 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// The topology NCCL printed: nodes, links and, per communicator, the bottleneck link.
+    /// The topology NCCL printed (log dump) or wrote as XML (NCCL_TOPO_DUMP_FILE): nodes, links
+    /// and, per communicator, the bottleneck link.
     Topo {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,

@@ -2,6 +2,8 @@
 //! into the canonical table of `commlens-core`.
 //!
 //! * [`nccl_log`]: `NCCL_DEBUG=INFO|TRACE` logs (streaming, byte-oriented);
+//! * [`topo_xml`]: the topology XML of `NCCL_TOPO_DUMP_FILE`, into the same
+//!   `Topology` the log's topology dump gives;
 //! * [`inputs`]: expands files and folders, reads them in parallel, merges
 //!   the per-file tables and assembles global ranks and logical communicators;
 //! * [`merge`]: joins per-file tables, remapping their indices;
@@ -24,6 +26,7 @@ pub mod nsys;
 pub mod plugin_out;
 mod plugin_out_decode;
 mod plugin_out_table;
+pub mod topo_xml;
 
 pub use error::IngestError;
 pub use inputs::{expand_inputs, load_any, load_inputs, sniff, InputFormat, Loaded};
