@@ -15,8 +15,8 @@
 //! are `"0x…"` strings.
 
 use crate::timeline::{
-    class_args, device_order, layout_rank, merged_args, op_at, pids, process_name, range_tracks, ArgValue,
-    Counting, Enrich, TraceOptions, TraceSummary, TrackKind,
+    device_order, event_content, layout_rank, pids, process_name, range_tracks, ArgValue, Counting, Enrich,
+    TraceOptions, TraceSummary,
 };
 use commlens_core::OpTable;
 use std::io::{self, BufWriter, Write};
@@ -46,26 +46,12 @@ pub fn write_chrome_trace<W: Write>(
             let tid = k as u32 + 1;
             w.meta(pid, tid, "thread_name", "name", &ArgValue::Str(t.name.clone()))?;
             w.meta(pid, tid, "thread_sort_index", "sort_index", &ArgValue::Uint(tid.into()))?;
-            sum.tracks += 1;
-            if t.lane > 0 && t.kind != TrackKind::Class {
-                sum.overflow_tracks += 1;
-            }
+            sum.count_track(t);
         }
         for e in &lay.events {
-            let op = op_at(table, d, e.op);
-            let tid = e.track + 1;
-            let kind = lay.tracks[e.track as usize].kind;
-            let (name, cat, args) = match (&e.label, kind) {
-                (Some(l), _) => (l.as_ref(), "comm", class_args(table, op)),
-                (None, TrackKind::Gpu { .. }) => (op.kind.name(), "nccl", merged_args(table, op, enrich)),
-                (None, _) => (op.kind.name(), "nccl_enqueue", merged_args(table, op, enrich)),
-            };
-            w.event(name, cat, pid, tid, e.start_ns, e.end_ns, &args)?;
-            match (e.label.is_some(), e.end_ns.is_some()) {
-                (true, _) => sum.comm_track_events += 1,
-                (false, true) => sum.slices += 1,
-                (false, false) => sum.instants += 1,
-            }
+            let (name, cat, args) = event_content(table, d, &lay, e, enrich);
+            w.event(name, cat, pid, e.track + 1, e.start_ns, e.end_ns, &args)?;
+            sum.count_event(e);
         }
     }
     if !opts.ranges.is_empty() {
@@ -86,8 +72,7 @@ pub fn write_chrome_trace<W: Write>(
         }
     }
     w.w.write_all(b"\n]}\n")?;
-    w.w.flush()?;
-    sum.bytes = w.w.get_ref().n;
+    sum.bytes = Counting::flush_count(&mut w.w)?;
     Ok(sum)
 }
 

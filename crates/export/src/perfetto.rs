@@ -24,8 +24,8 @@
 pub mod proto;
 
 use crate::timeline::{
-    class_args, device_order, layout_rank, merged_args, min_time, op_at, pids, process_name, range_tracks,
-    ArgValue, Counting, Enrich, TraceOptions, TraceSummary, TrackKind,
+    device_order, event_content, layout_rank, min_time, pids, process_name, range_tracks, ArgValue, Counting,
+    Enrich, Named, TraceOptions, TraceSummary,
 };
 use commlens_core::OpTable;
 use prost::Message;
@@ -93,30 +93,16 @@ pub fn write_perfetto_trace<W: Write>(
                 }),
                 ..Default::default()
             })?;
-            sum.tracks += 1;
-            if t.lane > 0 && t.kind != TrackKind::Class {
-                sum.overflow_tracks += 1;
-            }
+            sum.count_track(t);
         }
         for e in &lay.events {
-            let op = op_at(table, d, e.op);
             let track = track_uuid(pid, Some(e.track));
-            let kind = lay.tracks[e.track as usize].kind;
-            let (name, cat, args) = match (&e.label, kind) {
-                (Some(l), _) => (l.as_ref(), "comm", class_args(table, op)),
-                (None, TrackKind::Gpu { .. }) => (op.kind.name(), "nccl", merged_args(table, op, enrich)),
-                (None, _) => (op.kind.name(), "nccl_enqueue", merged_args(table, op, enrich)),
-            };
             let ty = if e.end_ns.is_some() { EventType::SliceBegin } else { EventType::Instant };
-            w.event(ts(e.start_ns), track, ty, Some((name, cat, args)))?;
+            w.event(ts(e.start_ns), track, ty, Some(event_content(table, d, &lay, e, enrich)))?;
             if let Some(end) = e.end_ns {
                 w.event(ts(end), track, EventType::SliceEnd, None)?;
             }
-            match (e.label.is_some(), e.end_ns.is_some()) {
-                (true, _) => sum.comm_track_events += 1,
-                (false, true) => sum.slices += 1,
-                (false, false) => sum.instants += 1,
-            }
+            sum.count_event(e);
         }
     }
     if !opts.ranges.is_empty() {
@@ -167,8 +153,7 @@ pub fn write_perfetto_trace<W: Write>(
             ..Default::default()
         })?;
     }
-    w.w.flush()?;
-    sum.bytes = w.w.get_ref().n;
+    sum.bytes = Counting::flush_count(&mut w.w)?;
     Ok(sum)
 }
 
@@ -186,9 +171,6 @@ pub fn write_perfetto_trace_file(
 pub fn read_perfetto_trace(bytes: &[u8]) -> Result<proto::Trace, prost::DecodeError> {
     proto::Trace::decode(bytes)
 }
-
-/// Name, category and arguments of a BEGIN or INSTANT event.
-type Named<'x> = (&'x str, &'static str, Vec<(&'static str, ArgValue)>);
 
 struct PacketWriter<W: Write> {
     w: BufWriter<Counting<W>>,

@@ -18,7 +18,9 @@
 //!
 //! Arguments come from the table ([`op_args`]) and from an optional
 //! [`Enrich`] supplied by the caller (bandwidths, bottleneck, parallelism …),
-//! so this crate stays independent of the analyses.
+//! so this crate stays independent of the analyses. The name, category and
+//! arguments of each drawn event, and how it is counted in the
+//! [`TraceSummary`], are decided here too, once for both writers.
 
 use commlens_core::{CollOp, OpTable};
 use std::borrow::Cow;
@@ -458,6 +460,47 @@ pub(crate) fn op_at(table: &OpTable, d: usize, op: u32) -> &CollOp {
     &table.per_rank[d][op as usize]
 }
 
+/// Name, category and arguments of a drawn event.
+pub(crate) type Named<'x> = (&'x str, &'static str, Vec<(&'static str, ArgValue)>);
+
+/// What both writers show for event `e` of device `d` (laid out in `lay`):
+/// on the communicators track its label, category `comm` and the short
+/// [`class_args`]; elsewhere the operation's kind and [`merged_args`], in
+/// category `nccl` (GPU tracks) or `nccl_enqueue` (CPU tracks).
+pub(crate) fn event_content<'x>(
+    table: &OpTable,
+    d: usize,
+    lay: &RankLayout<'_>,
+    e: &'x Placed<'_>,
+    enrich: &dyn Enrich,
+) -> Named<'x> {
+    let op = op_at(table, d, e.op);
+    match (&e.label, lay.tracks[e.track as usize].kind) {
+        (Some(l), _) => (l.as_ref(), "comm", class_args(table, op)),
+        (None, TrackKind::Gpu { .. }) => (op.kind.name(), "nccl", merged_args(table, op, enrich)),
+        (None, _) => (op.kind.name(), "nccl_enqueue", merged_args(table, op, enrich)),
+    }
+}
+
+impl TraceSummary {
+    /// Counts a track of a rank (overflow lanes of streams and threads too).
+    pub(crate) fn count_track(&mut self, t: &Track) {
+        self.tracks += 1;
+        if t.lane > 0 && t.kind != TrackKind::Class {
+            self.overflow_tracks += 1;
+        }
+    }
+
+    /// Counts an event of a rank: a communicators-track event, a slice or an instant.
+    pub(crate) fn count_event(&mut self, e: &Placed<'_>) {
+        match (e.label.is_some(), e.end_ns.is_some()) {
+            (true, _) => self.comm_track_events += 1,
+            (false, true) => self.slices += 1,
+            (false, false) => self.instants += 1,
+        }
+    }
+}
+
 /// Devices in trace order (by process id).
 pub(crate) fn device_order(pids: &[u32]) -> Vec<usize> {
     let mut v: Vec<usize> = (0..pids.len()).collect();
@@ -479,6 +522,14 @@ pub(crate) fn min_time(table: &OpTable, opts: &TraceOptions) -> Option<i64> {
 pub(crate) struct Counting<W> {
     pub inner: W,
     pub n: u64,
+}
+
+impl<W: std::io::Write> Counting<W> {
+    /// Flushes `w` and returns the bytes written through it so far.
+    pub fn flush_count(w: &mut std::io::BufWriter<Self>) -> std::io::Result<u64> {
+        std::io::Write::flush(w)?;
+        Ok(w.get_ref().n)
+    }
 }
 
 impl<W: std::io::Write> std::io::Write for Counting<W> {

@@ -7,7 +7,10 @@
 //! ncclFloat32` and `"Stream": 0x…` unquoted, the array ends with `{}]`, and
 //! copies of it get cut. Events are therefore split by the tolerant streaming
 //! splitter of [`crate::json_util`] and parsed one by one, quoting bare words
-//! when strict parsing fails; memory stays bounded by one event.
+//! when strict parsing fails; memory stays bounded by one event. That read
+//! loop, its problem counting and the loading of several files into one table
+//! are shared with [`crate::inspector`] (in `json_util`); this module owns
+//! the decoding of the events into [`TraceOp`]s and table rows.
 //!
 //! The plugin writes events nested: a `COLL`/`P2P` begin event, its children
 //! (`GPU` `KernelCh` events with `StartGpuClk`/`StopGpuClk`, `PROXY`, `NET`),
@@ -29,14 +32,22 @@
 //! Every event is counted by category in [`PluginReport::kinds`].
 
 use crate::json_util::{
-    self, as_f64, as_u32, as_u64, keys_of, HandleInfo, Piece, PluginError, PluginOptions, PluginReport, TableBuilder,
+    self, as_f64, as_u32, as_u64, keys_of, HandleInfo, PluginError, PluginOptions, PluginReport, Reader, TableBuilder,
 };
 use commlens_core::{Algorithm, CollOp, DataType, GpuSpan, OpKind, OpTable, Protocol};
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-const EXPECTED: &str = "an NCCL example-profiler-plugin trace (Chrome trace events with \"cat\" and \"ph\")";
+/// The words of example-plugin reports and errors; the read loop is shared.
+const READER: Reader = Reader {
+    format: "nccl-example-plugin",
+    expected: "an NCCL example-profiler-plugin trace (Chrome trace events with \"cat\" and \"ph\")",
+    object: "a JSON event object",
+    broken: "broken event",
+    stray: "text outside any event",
+    record_has: "cat and ph",
+};
 
 /// One `COLL` or `P2P` operation of the trace, with what its children said.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,60 +172,19 @@ pub fn read_ops(
     opts: &PluginOptions,
     on_op: &mut dyn FnMut(TraceOp),
 ) -> Result<PluginReport, PluginError> {
-    let mut report = PluginReport::new(path, "nccl-example-plugin");
-    let mut sp = json_util::ObjectSplitter::new(src, opts.max_record_bytes);
-    let mut scratch = Vec::new();
-    let mut first: Option<String> = None;
     let mut open: Option<TraceOp> = None;
     let mut api: Option<ApiEvent> = None;
-    let io_err = |e| PluginError::Io { path: path.to_path_buf(), source: e };
     let mut emit = |op: TraceOp, report: &mut PluginReport| {
         report.ops += 1;
         report.gpu_spans += op.gpu_span().is_some() as u64;
         report.gpu_stop_missing += op.gpu_stop_missing as u64;
         on_op(op);
     };
-    if sp.binary().map_err(io_err)? {
-        return Err(PluginError::Binary { path: path.to_path_buf(), expected: EXPECTED });
-    }
-    while let Some(piece) = sp.next_piece().map_err(io_err)? {
-        let (bytes, line, offset) = match piece {
-            Piece::Object { bytes, line, offset } => (bytes, line, offset),
-            Piece::Broken { line, offset, reason, sample } => {
-                report.problem("broken event", line, offset, || format!("{reason}: `{sample}`"));
-                continue;
-            }
-            Piece::Stray { line, offset, sample } => {
-                report.problem("text outside any event", line, offset, || {
-                    format!("expected a JSON event object, got `{sample}`")
-                });
-                continue;
-            }
-        };
-        report.objects += 1;
-        if json_util::is_empty_object(bytes) {
-            report.empty_objects += 1;
-            continue;
-        }
-        let ev = match json_util::parse_lenient(bytes, &mut scratch) {
-            Ok((v, repaired)) => {
-                report.repaired_objects += repaired as u64;
-                v
-            }
-            Err(e) => {
-                report.problem("invalid JSON", line + e.line() as u64 - 1, offset, || {
-                    format!("expected a JSON event object ({e}): `{}`", crate::bytes::sample(bytes, 120))
-                });
-                continue;
-            }
-        };
-        if first.is_none() {
-            first = Some(format!("the first JSON object (line {line}) has keys {}", keys_of(&ev)));
-        }
+    let mut report = READER.read(path, src, opts, &mut |report, ev, line, offset| {
         let (Some(cat), Some(ph)) = (ev.get("cat").and_then(Value::as_str), ev.get("ph").and_then(Value::as_str))
         else {
-            report.kinds.add("object without cat/ph", line, || keys_of(&ev));
-            continue;
+            report.kinds.add("object without cat/ph", line, || keys_of(ev));
+            return;
         };
         report.records += 1;
         report.kinds.add(cat, line, String::new);
@@ -225,21 +195,21 @@ pub fn read_ops(
                     report.problem("unknown operation", line, offset, || {
                         format!("expected an NCCL operation name (AllReduce, Send, …) in a {cat} event, got {name:?}")
                     });
-                    continue;
+                    return;
                 };
                 if let Some(prev) = open.take() {
                     report.unclosed_ops += 1;
-                    emit(prev, &mut report);
+                    emit(prev, report);
                 }
                 let api = api.take().filter(|a| a.name == name);
-                open = Some(begin_op(&ev, line, kind, api));
+                open = Some(begin_op(ev, line, kind, api));
             }
             ("COLL" | "P2P", "e") => {
                 let id = ev.get("id").and_then(as_u64);
                 match open.take() {
                     Some(mut op) if op.id == id || id.is_none() => {
-                        op.end_us = ts(&ev);
-                        emit(op, &mut report);
+                        op.end_us = ts(ev);
+                        emit(op, report);
                     }
                     other => {
                         open = other;
@@ -248,7 +218,7 @@ pub fn read_ops(
                 }
             }
             ("GPU", "b") if name == "KernelCh" => match open.as_mut() {
-                Some(op) => add_kernel(op, &ev),
+                Some(op) => add_kernel(op, ev),
                 None => report.kinds.add("KernelCh outside any COLL/P2P", line, String::new),
             },
             ("COLL_API" | "P2P_API", "b") => {
@@ -264,32 +234,13 @@ pub fn read_ops(
             }
             _ => {}
         }
-    }
+    })?;
     if let Some(op) = open.take() {
         report.unclosed_ops += 1;
         report
             .warnings
             .push(format!("the trace ends inside the operation that begins at line {}: kept without its end", op.line));
         emit(op, &mut report);
-    }
-    report.bytes = sp.bytes_read;
-    report.lines = sp.lines();
-    if report.records == 0 {
-        let found = first.unwrap_or_else(|| {
-            let text = report
-                .malformed
-                .kinds
-                .first()
-                .and_then(|k| k.samples.first())
-                .map(|(l, s)| format!(" (line {l}: {s})"));
-            format!("no JSON object in {} line(s){}", report.lines, text.unwrap_or_default())
-        });
-        let found = if report.objects > 0 {
-            format!("none of its {} JSON objects has cat and ph; {found}", report.objects)
-        } else {
-            found
-        };
-        return Err(PluginError::NotPluginOutput { path: path.to_path_buf(), expected: EXPECTED, found });
     }
     if report.ops == 0 {
         report.warnings.push("no COLL or P2P events (NCCL_PROFILE_EVENT_MASK without them?)".into());
@@ -342,20 +293,12 @@ fn add_op(b: &mut TableBuilder, op: &TraceOp, host: &str) {
 /// Stops at the first file that is not an example-plugin trace.
 pub fn load_paths(paths: &[PathBuf], opts: &PluginOptions) -> Result<(OpTable, Vec<PluginReport>), PluginError> {
     let host = opts.host.clone().unwrap_or_else(|| "?".into());
-    let mut b = TableBuilder::default();
-    let mut reports = Vec::with_capacity(paths.len());
-    for path in paths {
-        let report = read_ops(path, json_util::open(path)?, opts, &mut |op| add_op(&mut b, &op, &host))?;
-        b.t.sources.push(report.path.clone());
-        reports.push(report);
-    }
-    Ok((b.finish(), reports))
+    json_util::load_files(paths, |path, src, b| read_ops(path, src, opts, &mut |op| add_op(b, &op, &host)))
 }
 
 /// Reads one dump into an assembled table.
 pub fn load_path(path: &Path, opts: &PluginOptions) -> Result<(OpTable, PluginReport), PluginError> {
-    let (t, mut r) = load_paths(&[path.to_path_buf()], opts)?;
-    Ok((t, r.remove(0)))
+    json_util::load_one(path, |paths| load_paths(paths, opts))
 }
 
 #[cfg(test)]

@@ -30,16 +30,28 @@
 //!
 //! v4.0 keeps only the latest completed operation per communicator between
 //! dumps, so its `seq` numbers have gaps: the table then holds a sample.
+//!
+//! Splitting, lenient parsing, problem counting and the loading of several
+//! files into one table are shared with [`crate::example_plugin`] (in
+//! [`crate::json_util`]); this module owns the decoding of Inspector records.
 
 use crate::json_util::{
-    self, as_f64, as_u32, as_u64, keys_of, HandleInfo, Piece, PluginError, PluginOptions, PluginReport, TableBuilder,
+    self, as_f64, as_u32, as_u64, keys_of, HandleInfo, PluginError, PluginOptions, PluginReport, Reader, TableBuilder,
 };
 use commlens_core::{Algorithm, CollOp, DataType, GpuSpan, OpKind, OpTable, Protocol};
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-const EXPECTED: &str = "NCCL Inspector output (JSON objects with header, metadata and coll_perf/p2p_perf)";
+/// The words of Inspector reports and errors; the read loop is shared.
+const READER: Reader = Reader {
+    format: "nccl-inspector",
+    expected: "NCCL Inspector output (JSON objects with header, metadata and coll_perf/p2p_perf)",
+    object: "a JSON object",
+    broken: "broken object",
+    stray: "text outside any JSON object",
+    record_has: "a header",
+};
 
 /// One Inspector record, decoded.
 #[derive(Debug, Clone, PartialEq)]
@@ -223,77 +235,14 @@ pub fn read_records(
     opts: &PluginOptions,
     on_record: &mut dyn FnMut(InspectorRecord),
 ) -> Result<PluginReport, PluginError> {
-    let mut report = PluginReport::new(path, "nccl-inspector");
-    let mut sp = json_util::ObjectSplitter::new(src, opts.max_record_bytes);
-    let mut scratch = Vec::new();
-    let mut first: Option<String> = None;
-    let io_err = |e| PluginError::Io { path: path.to_path_buf(), source: e };
-    if sp.binary().map_err(io_err)? {
-        return Err(PluginError::Binary { path: path.to_path_buf(), expected: EXPECTED });
-    }
-    while let Some(piece) = sp.next_piece().map_err(io_err)? {
-        match piece {
-            Piece::Object { bytes, line, offset } => {
-                report.objects += 1;
-                if json_util::is_empty_object(bytes) {
-                    report.empty_objects += 1;
-                    continue;
-                }
-                let v = match json_util::parse_lenient(bytes, &mut scratch) {
-                    Ok((v, repaired)) => {
-                        report.repaired_objects += repaired as u64;
-                        v
-                    }
-                    Err(e) => {
-                        let l = line + e.line() as u64 - 1;
-                        report.problem("invalid JSON", l, offset, || {
-                            format!("expected a JSON object ({e}): `{}`", crate::bytes::sample(bytes, 120))
-                        });
-                        continue;
-                    }
-                };
-                if first.is_none() {
-                    first = Some(format!("the first JSON object (line {line}) has keys {}", keys_of(&v)));
-                }
-                match decode(&v, line, &mut report) {
-                    Decoded::Record(r) => {
-                        report.kinds.add(if r.kind.is_p2p() { "p2p_perf" } else { "coll_perf" }, line, String::new);
-                        on_record(*r);
-                    }
-                    Decoded::Other(kind) => report.kinds.add(kind, line, || keys_of(&v)),
-                    Decoded::Bad(kind, what) => report.problem(kind, line, offset, || what),
-                }
-            }
-            Piece::Broken { line, offset, reason, sample } => {
-                report.problem("broken object", line, offset, || format!("{reason}: `{sample}`"));
-            }
-            Piece::Stray { line, offset, sample } => {
-                report.problem("text outside any JSON object", line, offset, || {
-                    format!("expected a JSON object, got `{sample}`")
-                });
-            }
+    READER.read(path, src, opts, &mut |report, v, line, offset| match decode(v, line, report) {
+        Decoded::Record(r) => {
+            report.kinds.add(if r.kind.is_p2p() { "p2p_perf" } else { "coll_perf" }, line, String::new);
+            on_record(*r);
         }
-    }
-    report.bytes = sp.bytes_read;
-    report.lines = sp.lines();
-    if report.records == 0 {
-        let found = first.unwrap_or_else(|| {
-            let text = report
-                .malformed
-                .kinds
-                .first()
-                .and_then(|k| k.samples.first())
-                .map(|(l, s)| format!(" (line {l}: {s})"));
-            format!("no JSON object in {} line(s){}", report.lines, text.unwrap_or_default())
-        });
-        let found = if report.objects > 0 {
-            format!("none of its {} JSON objects has a header; {found}", report.objects)
-        } else {
-            found
-        };
-        return Err(PluginError::NotPluginOutput { path: path.to_path_buf(), expected: EXPECTED, found });
-    }
-    Ok(report)
+        Decoded::Other(kind) => report.kinds.add(kind, line, || keys_of(v)),
+        Decoded::Bad(kind, what) => report.problem(kind, line, offset, || what),
+    })
 }
 
 /// Adds one record to the table under construction.
@@ -349,25 +298,20 @@ fn add_record(b: &mut TableBuilder, r: &InspectorRecord, report: &mut PluginRepo
 /// them) into one assembled table; processes are joined by (host, pid).
 /// Stops at the first file that is not Inspector output.
 pub fn load_paths(paths: &[PathBuf], opts: &PluginOptions) -> Result<(OpTable, Vec<PluginReport>), PluginError> {
-    let mut b = TableBuilder::default();
-    let mut reports = Vec::with_capacity(paths.len());
-    for path in paths {
+    json_util::load_files(paths, |path, src, b| {
         let mut side = PluginReport::default();
-        let mut report = read_records(path, json_util::open(path)?, opts, &mut |r| add_record(&mut b, &r, &mut side))?;
+        let mut report = read_records(path, src, opts, &mut |r| add_record(b, &r, &mut side))?;
         report.ops = side.ops;
         report.gpu_spans = side.gpu_spans;
         report.gpu_spans_at_dump_time = side.gpu_spans_at_dump_time;
         report.timing_sources = side.timing_sources;
-        b.t.sources.push(report.path.clone());
-        reports.push(report);
-    }
-    Ok((b.finish(), reports))
+        Ok(report)
+    })
 }
 
 /// Reads one Inspector file into an assembled table.
 pub fn load_path(path: &Path, opts: &PluginOptions) -> Result<(OpTable, PluginReport), PluginError> {
-    let (t, mut r) = load_paths(&[path.to_path_buf()], opts)?;
-    Ok((t, r.remove(0)))
+    json_util::load_one(path, |paths| load_paths(paths, opts))
 }
 
 #[cfg(test)]

@@ -12,15 +12,20 @@
 //!   older example plugins print them).
 //! * [`PluginReport`], [`PluginError`], [`PluginOptions`]: what reading one
 //!   file found, and why a file is not plugin output.
-//! * `TableBuilder` (crate-private): processes, devices, communicator handles
-//!   and per-rank operations from plugin records, then `assemble`.
+//! * `Reader` (crate-private): the read loop both readers share (split,
+//!   parse leniently, count what is unusable, fail a file without records);
+//!   each reader only decodes the objects of its own format.
+//! * `table` (crate-private): `TableBuilder` (processes, devices,
+//!   communicator handles and per-rank operations from plugin records, then
+//!   `assemble`) and `load_files`/`load_one`, which read files into one table.
+
+mod table;
+
+pub(crate) use table::{load_files, load_one, HandleInfo, TableBuilder};
 
 use crate::nccl_log::report::KindCounts;
-use commlens_core::model::{CommIdx, DevIdx, ProcIdx};
-use commlens_core::{CollOp, CommMember, Device, OpTable, Process};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -450,110 +455,99 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn Read + Send>, PluginError> {
     crate::lines::open_maybe_gz(path).map_err(|e| PluginError::Io { path: path.to_path_buf(), source: e })
 }
 
-/// A communicator handle as plugin records describe it.
-pub(crate) struct HandleInfo {
-    pub comm_hash: u64,
-    pub rank: Option<u32>,
-    pub nranks: Option<u32>,
-    pub n_nodes: Option<u32>,
+/// What sets one plugin-output format apart for [`Reader::read`]: its name
+/// and the words its reports and errors use.
+pub(crate) struct Reader {
+    /// [`PluginReport::format`].
+    pub format: &'static str,
+    /// What a file of the format holds, for [`PluginError`]s.
+    pub expected: &'static str,
+    /// One object of the format (`a JSON object`), in problem details.
+    pub object: &'static str,
+    /// Problem kinds of broken objects and of text outside any object.
+    pub broken: &'static str,
+    pub stray: &'static str,
+    /// What a record has (`a header`), for files without one.
+    pub record_has: &'static str,
 }
 
-/// Builds an [`OpTable`] from plugin records (see the module docs).
-///
-/// Plugins name no GPU, so devices are inferred: the k-th distinct rank of a
-/// communicator seen in a process runs on that process's k-th device. With
-/// one GPU per process (torchrun, mpirun) that is exact; a process driving
-/// several GPUs (`ncclCommInitAll`, nccl-tests `-g N`) gets one device per
-/// rank of its communicators, whose `cuda_dev` is set to that order.
-#[derive(Default)]
-pub(crate) struct TableBuilder {
-    pub t: OpTable,
-    keys: Vec<Vec<Option<i64>>>,
-    procs: HashMap<(String, u32), ProcIdx>,
-    handles: HashMap<(ProcIdx, u64, u32), CommIdx>,
-    ranks_seen: HashMap<(ProcIdx, u64), u32>,
-    proc_devs: Vec<Vec<DevIdx>>,
-    next_seq: Vec<u64>,
-}
-
-impl TableBuilder {
-    pub fn process(&mut self, host: &str, pid: u32) -> ProcIdx {
-        let next = ProcIdx(self.t.processes.len() as u32);
-        let p = *self.procs.entry((host.to_string(), pid)).or_insert(next);
-        if p == next {
-            self.t.processes.push(Process { host: host.to_string(), pid, nccl_version: None });
-            self.proc_devs.push(Vec::new());
+impl Reader {
+    /// Streams the JSON objects of one file to `on_object` (with the report,
+    /// and the line and byte offset where the object starts), in file order.
+    /// Broken objects, invalid JSON and stray text are counted in the report
+    /// with their line, byte offset and what was expected; `{}` objects are
+    /// counted and skipped. `on_object` counts the records it accepts in
+    /// [`PluginReport::records`]: a file without one is an error that says
+    /// what the first object held instead.
+    pub fn read(
+        &self,
+        path: &Path,
+        src: impl Read,
+        opts: &PluginOptions,
+        on_object: &mut dyn FnMut(&mut PluginReport, &Value, u64, u64),
+    ) -> Result<PluginReport, PluginError> {
+        let mut report = PluginReport::new(path, self.format);
+        let mut sp = ObjectSplitter::new(src, opts.max_record_bytes);
+        let mut scratch = Vec::new();
+        let mut first: Option<String> = None;
+        let io_err = |e| PluginError::Io { path: path.to_path_buf(), source: e };
+        if sp.binary().map_err(io_err)? {
+            return Err(PluginError::Binary { path: path.to_path_buf(), expected: self.expected });
         }
-        p
-    }
-
-    /// The handle of `(process, communicator, rank)` and its device.
-    pub fn handle(&mut self, proc: ProcIdx, h: &HandleInfo) -> (CommIdx, DevIdx) {
-        let key = (proc, h.comm_hash, h.rank.unwrap_or(u32::MAX));
-        if let Some(&c) = self.handles.get(&key) {
-            let m = &mut self.t.comms[c.ix()];
-            m.nranks = m.nranks.or(h.nranks);
-            m.n_nodes = m.n_nodes.or(h.n_nodes);
-            return (c, m.device.expect("plugin handles always have a device"));
-        }
-        let slot = self.ranks_seen.entry((proc, h.comm_hash)).or_insert(0);
-        let k = *slot as usize;
-        *slot += 1;
-        while self.proc_devs[proc.ix()].len() <= k {
-            let d = DevIdx(self.t.devices.len() as u32);
-            let dev = Device { proc, cuda_dev: None, nvml_dev: None, bus_id: None, global_rank: None, local_rank: None };
-            self.t.devices.push(dev);
-            self.t.per_rank.push(Vec::new());
-            self.keys.push(Vec::new());
-            self.proc_devs[proc.ix()].push(d);
-        }
-        let dev = self.proc_devs[proc.ix()][k];
-        // No pointer in plugin output: a stable stand-in, unique per (comm, rank).
-        let ptr = h.comm_hash ^ (key.2 as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let (rank, nranks, n_nodes, comm_id) = (h.rank, h.nranks, h.n_nodes, Some(h.comm_hash));
-        let m = CommMember { comm_id, rank, nranks, n_nodes, device: Some(dev), init_complete: true, ..CommMember::new(proc, ptr) };
-        let c = CommIdx(self.t.comms.len() as u32);
-        self.t.comms.push(m);
-        self.next_seq.push(0);
-        self.handles.insert(key, c);
-        (c, dev)
-    }
-
-    /// Stores an operation (its `comm`, `dev`, `proc` set by the caller);
-    /// numbers it within its handle; `seq == u64::MAX` becomes that number.
-    pub fn push(&mut self, mut op: CollOp, time_key: Option<i64>) {
-        let n = &mut self.next_seq[op.comm.ix()];
-        op.comm_seq = *n;
-        if op.seq == u64::MAX {
-            op.seq = *n;
-        }
-        *n += 1;
-        self.t.comms[op.comm.ix()].note_op(op.kind);
-        self.keys[op.dev.ix()].push(time_key);
-        self.t.per_rank[op.dev.ix()].push(op);
-    }
-
-    /// Orders each rank's operations by time (when every one has a time,
-    /// else source order), then assembles global ranks and logical comms.
-    pub fn finish(mut self) -> OpTable {
-        for devs in &self.proc_devs {
-            if devs.len() > 1 {
-                for (k, d) in devs.iter().enumerate() {
-                    self.t.devices[d.ix()].cuda_dev = Some(k as u32);
+        while let Some(piece) = sp.next_piece().map_err(io_err)? {
+            let (bytes, line, offset) = match piece {
+                Piece::Object { bytes, line, offset } => (bytes, line, offset),
+                Piece::Broken { line, offset, reason, sample } => {
+                    report.problem(self.broken, line, offset, || format!("{reason}: `{sample}`"));
+                    continue;
                 }
+                Piece::Stray { line, offset, sample } => {
+                    report.problem(self.stray, line, offset, || format!("expected {}, got `{sample}`", self.object));
+                    continue;
+                }
+            };
+            report.objects += 1;
+            if is_empty_object(bytes) {
+                report.empty_objects += 1;
+                continue;
             }
+            let v = match parse_lenient(bytes, &mut scratch) {
+                Ok((v, repaired)) => {
+                    report.repaired_objects += repaired as u64;
+                    v
+                }
+                Err(e) => {
+                    report.problem("invalid JSON", line + e.line() as u64 - 1, offset, || {
+                        format!("expected {} ({e}): `{}`", self.object, crate::bytes::sample(bytes, 120))
+                    });
+                    continue;
+                }
+            };
+            if first.is_none() {
+                first = Some(format!("the first JSON object (line {line}) has keys {}", keys_of(&v)));
+            }
+            on_object(&mut report, &v, line, offset);
         }
-        for (ops, keys) in self.t.per_rank.iter_mut().zip(self.keys) {
-            let mut rows: Vec<(Option<i64>, CollOp)> = keys.into_iter().zip(ops.drain(..)).collect();
-            if rows.iter().all(|r| r.0.is_some()) {
-                rows.sort_by_key(|r| (r.0, r.1.line));
+        report.bytes = sp.bytes_read;
+        report.lines = sp.lines();
+        if report.records == 0 {
+            let found = first.unwrap_or_else(|| {
+                let text = report
+                    .malformed
+                    .kinds
+                    .first()
+                    .and_then(|k| k.samples.first())
+                    .map(|(l, s)| format!(" (line {l}: {s})"));
+                format!("no JSON object in {} line(s){}", report.lines, text.unwrap_or_default())
+            });
+            let found = if report.objects > 0 {
+                format!("none of its {} JSON objects has {}; {found}", report.objects, self.record_has)
             } else {
-                rows.sort_by_key(|r| r.1.line);
-            }
-            ops.extend(rows.into_iter().map(|r| r.1));
+                found
+            };
+            return Err(PluginError::NotPluginOutput { path: path.to_path_buf(), expected: self.expected, found });
         }
-        commlens_core::assemble::assemble(&mut self.t);
-        self.t
+        Ok(report)
     }
 }
 

@@ -8,7 +8,8 @@
 
 use super::schema::{pid_of, tid_of, EventTypes, Schema};
 use crate::kineto::trace::{Launch, Names, Range, RangeKind};
-use rusqlite::{types::Value, Connection};
+use rusqlite::types::{FromSql, Value};
+use rusqlite::Connection;
 use std::collections::HashMap;
 
 pub(crate) const KERNELS: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
@@ -77,6 +78,24 @@ fn sql_list(keys: &[Value]) -> String {
         .join(", ")
 }
 
+/// The integer columns of a [`KernelRow`] after `start` and `end`, in query
+/// (and field) order: columns 2 to 14 of the query of [`kernels`].
+const KERNEL_COLS: [&str; 13] = [
+    "deviceId",
+    "streamId",
+    "correlationId",
+    "globalPid",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+    "registersPerThread",
+];
+
 /// Reads the rows whose name key is in `keys`, in start order, into `f`.
 pub(crate) fn kernels(
     conn: &Connection,
@@ -85,7 +104,6 @@ pub(crate) fn kernels(
     keys: &[Value],
     mut f: impl FnMut(KernelRow),
 ) -> rusqlite::Result<()> {
-    let e = |c: &str| s.expr("k", KERNELS, c);
     let name_expr = |col: &str, alias: &str| {
         if s.is_string_id(KERNELS, col) {
             (format!("{alias}.value"), format!("LEFT JOIN StringIds AS {alias} ON {alias}.id = k.\"{col}\""))
@@ -98,23 +116,10 @@ pub(crate) fn kernels(
         Some(c) => name_expr(c, "sd"),
         None => ("NULL".to_string(), String::new()),
     };
+    let cols = KERNEL_COLS.map(|c| s.expr("k", KERNELS, c)).join(", ");
     let sql = format!(
-        "SELECT k.start, k.\"end\", {dev}, {stream}, {corr}, {gpid}, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, {ss}, {ds}, {regs}, \
-         {key_name}, {disp_name} FROM {KERNELS} AS k {key_join} {disp_join} \
+        "SELECT k.start, k.\"end\", {cols}, {key_name}, {disp_name} FROM {KERNELS} AS k {key_join} {disp_join} \
          WHERE k.\"{key}\" IN ({list}) ORDER BY k.start",
-        dev = e("deviceId"),
-        stream = e("streamId"),
-        corr = e("correlationId"),
-        gpid = e("globalPid"),
-        gx = e("gridX"),
-        gy = e("gridY"),
-        gz = e("gridZ"),
-        bx = e("blockX"),
-        by = e("blockY"),
-        bz = e("blockZ"),
-        ss = e("staticSharedMemory"),
-        ds = e("dynamicSharedMemory"),
-        regs = e("registersPerThread"),
         key = nc.key,
         list = sql_list(keys),
     );
@@ -169,19 +174,28 @@ pub(crate) fn launches(
     Ok(out)
 }
 
+/// Runs `sql` and hands `f` the first two columns of each row where both are
+/// non-NULL (rows with a NULL in either are skipped).
+fn each_pair<A: FromSql, B: FromSql>(conn: &Connection, sql: &str, mut f: impl FnMut(A, B)) -> rusqlite::Result<()> {
+    let mut st = conn.prepare(sql)?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        if let (Some(a), Some(b)) = (r.get::<_, Option<A>>(0)?, r.get::<_, Option<B>>(1)?) {
+            f(a, b);
+        }
+    }
+    Ok(())
+}
+
 /// `globalPid` → (pid, process name) from `PROCESSES`.
 pub(crate) fn processes(conn: &Connection, s: &Schema) -> rusqlite::Result<HashMap<i64, u32>> {
     let mut out = HashMap::new();
     if !(s.has_col("PROCESSES", "globalPid") && s.has_col("PROCESSES", "pid")) {
         return Ok(out);
     }
-    let mut st = conn.prepare("SELECT globalPid, pid FROM PROCESSES")?;
-    let mut rows = st.query([])?;
-    while let Some(r) = rows.next()? {
-        if let (Some(g), Some(p)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?) {
-            out.insert(g, p as u32);
-        }
-    }
+    each_pair(conn, "SELECT globalPid, pid FROM PROCESSES", |g: i64, p: i64| {
+        out.insert(g, p as u32);
+    })?;
     Ok(out)
 }
 
@@ -221,13 +235,9 @@ pub(crate) fn mpi_ranks(conn: &Connection, s: &Schema) -> rusqlite::Result<HashM
     if !(s.has_col("MPI_RANKS", "globalTid") && s.has_col("MPI_RANKS", "rank")) {
         return Ok(out);
     }
-    let mut st = conn.prepare("SELECT globalTid, rank FROM MPI_RANKS")?;
-    let mut rows = st.query([])?;
-    while let Some(r) = rows.next()? {
-        if let (Some(g), Some(rank)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?) {
-            out.insert(pid_of(g), rank as u32);
-        }
-    }
+    each_pair(conn, "SELECT globalTid, rank FROM MPI_RANKS", |g: i64, rank: i64| {
+        out.insert(pid_of(g), rank as u32);
+    })?;
     Ok(out)
 }
 
@@ -274,16 +284,10 @@ pub(crate) fn nvtx_ranges(
     let (text, join) = nvtx_text(s);
     let dom = s.expr("n", NVTX, "domainId");
     let mut domains: HashMap<i64, u32> = HashMap::new();
-    {
-        let sql = format!("SELECT {dom}, {text} FROM {NVTX} AS n {join} WHERE n.eventType = {}", ty.domain_create);
-        let mut st = conn.prepare(&sql)?;
-        let mut rows = st.query([])?;
-        while let Some(r) = rows.next()? {
-            if let (Some(d), Some(t)) = (r.get::<_, Option<i64>>(0)?, r.get::<_, Option<String>>(1)?) {
-                domains.insert(d, names.intern(&t));
-            }
-        }
-    }
+    let sql = format!("SELECT {dom}, {text} FROM {NVTX} AS n {join} WHERE n.eventType = {}", ty.domain_create);
+    each_pair(conn, &sql, |d: i64, t: String| {
+        domains.insert(d, names.intern(&t));
+    })?;
     let sql = format!(
         "SELECT n.start, {end}, n.eventType, {text}, {gtid}, {dom} FROM {NVTX} AS n {join} \
          WHERE n.eventType IN ({}, {}) ORDER BY n.start",
