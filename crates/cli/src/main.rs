@@ -5,6 +5,7 @@
 mod baseline;
 mod cmd;
 mod enrich;
+mod load;
 mod progress;
 mod parquet_out;
 mod render;

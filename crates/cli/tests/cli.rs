@@ -189,9 +189,15 @@ fn trace_writes_chrome_and_perfetto_files() {
     // Every operation carries its communicator's inferred parallelism class.
     assert!(ops.iter().all(|e| e["args"]["parallelism"].is_string()));
     assert!(std::fs::metadata(out.join("trace.pftrace")).unwrap().len() > 1000);
-    // commlens's own outputs in an input folder are skipped, not read.
+    // commlens's own outputs in an input folder are skipped, not read: a
+    // folder of traces we wrote holds no inputs; an output folder alone is
+    // read through its Parquet table only (tests/parquet_input.rs).
+    let (code, _, err) = commlens(&["stats", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "a folder of our traces holds no inputs: {err}");
+    assert!(err.contains("no input files found"), "{err}");
     let (code, _, err) = commlens(&["stats", dir.parent().unwrap().join("fused").to_str().unwrap()]);
-    assert_eq!(code, 2, "an output folder alone holds no inputs: {err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("fused.parquet: commlens table") && !err.contains("trace.json"), "{err}");
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 

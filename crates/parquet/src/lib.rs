@@ -2,15 +2,18 @@
 //! flat typed columns, readable by pandas/pyarrow, DuckDB and Spark.
 //!
 //! The crate owns the public API ([`write_table`], [`WriteOptions`],
-//! [`ExtraColumn`], [`WriteSummary`], [`WriteError`]); [`schema`] owns the
-//! column layout (documented in `SCHEMA.md`) and `writer` the streaming
-//! row-group loop. It uses the `parquet` crate's low-level column writer, not
-//! arrow, so the dependency stays small and stays inside this crate.
+//! [`ExtraColumn`], [`WriteSummary`], [`WriteError`], and for reading back
+//! [`read_table`], [`ReadSummary`], [`ReadError`]); [`schema`] owns the
+//! column layout (documented in `SCHEMA.md`), `writer` the streaming
+//! row-group loop, and `reader` (with `rows`) its inverse (file →
+//! [`OpTable`]). It uses the `parquet` crate's low-level column writer and
+//! readers, not arrow, so the dependency stays small and stays inside this
+//! crate.
 //!
 //! Memory: rows are written one row group at a time ([`WriteOptions::row_group_rows`],
 //! 64 Ki by default); per row group only the references to its operations,
 //! one column's value buffer and the interned strings of that group are held,
-//! never the file.
+//! never the file. Reading decodes one row group at a time into the table.
 //!
 //! ```no_run
 //! # fn demo(table: &commlens_core::OpTable) -> Result<(), commlens_parquet::WriteError> {
@@ -25,6 +28,8 @@
 //! # Ok(()) }
 //! ```
 
+mod reader;
+mod rows;
 pub mod schema;
 mod writer;
 
@@ -33,6 +38,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
+pub use reader::{read_table, ReadError, ReadSummary};
 pub use schema::{builtin_column_names, source_kind_name, SCHEMA_VERSION};
 pub(crate) use writer::Ctx;
 

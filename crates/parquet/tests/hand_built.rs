@@ -336,7 +336,7 @@ fn schema_doc_lists_every_column() {
 }
 
 /// `cargo test --release -p commlens-parquet --test hand_built -- --ignored --nocapture`:
-/// rows per second and bytes per row for a 2M-operation table.
+/// rows per second and bytes per row for a 2M-operation table, written and read back.
 #[test]
 #[ignore]
 fn throughput() {
@@ -367,5 +367,10 @@ fn throughput() {
         sum.rows as f64 / dt / 1e6
     );
     assert_eq!(sum.rows, 2_000_000);
+    let t0 = std::time::Instant::now();
+    let (back, _) = read_table(&path).unwrap();
+    let dt = t0.elapsed().as_secs_f64();
+    println!("read back in {dt:.2} s = {:.2} M rows/s", sum.rows as f64 / dt / 1e6);
+    assert_eq!(back.n_ops(), 2_000_000);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,7 +4,6 @@
 use crate::Format;
 use commlens_analyze::diff::{diff, DiffOptions, DiffReport, RunProfile, Verdict};
 use commlens_export::table::Table;
-use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::Path;
 
@@ -32,7 +31,7 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
 
 /// Loads one run and computes its comparable figures.
 pub fn profile(p: &Path) -> Result<RunProfile, Box<dyn std::error::Error>> {
-    let loaded = load_any(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
+    let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
     if loaded.table.n_ops() == 0 {
         return Err(format!("{}: no NCCL operations", p.display()).into());
     }

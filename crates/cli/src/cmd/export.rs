@@ -4,13 +4,12 @@
 
 use super::CmdResult;
 use crate::enrich::Enrichment;
-use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
 
 pub fn run(inputs: &[PathBuf], parquet: &Path) -> CmdResult {
     let (progress, bar) = crate::progress::for_inputs(inputs);
-    let loaded = load_any(inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
+    let loaded = crate::load::load(inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -8,7 +8,6 @@ use commlens_analyze::classify::{self, Classification, ParallelSizes};
 use commlens_analyze::volume::{compare, theoretical_volumes, ModelConfig, VolumeComparison, VolumeRow};
 use commlens_core::OpTable;
 use commlens_export::table::Table;
-use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
 
@@ -33,7 +32,7 @@ pub fn volumes(c: &ModelConfig, t: Option<&OpTable>) -> (Vec<VolumeRow>, Vec<Vol
 
 pub fn run(config: &Path, inputs: &[PathBuf], format: Format) -> CmdResult {
     let c = read_config(config)?;
-    let loaded = if inputs.is_empty() { None } else { Some(load_any(inputs, &ReadOptions::default())?) };
+    let loaded = if inputs.is_empty() { None } else { Some(crate::load::load(inputs, &ReadOptions::default())?) };
     let t = loaded.as_ref().map(|l| &l.table);
     let (theory, cmp) = volumes(&c, t);
     if theory.is_empty() {

@@ -6,7 +6,6 @@ use super::CmdResult;
 use crate::report_data as rd;
 use commlens_analyze::stats::Aggregate;
 use commlens_export::report::{write_html, Report};
-use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ pub struct ReportArgs<'a> {
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let baselines = if a.baselines.is_empty() { Vec::new() } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
-    let loaded = load_any(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
+    let loaded = crate::load::load(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

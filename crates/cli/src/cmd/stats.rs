@@ -1,45 +1,54 @@
 //! `commlens stats`: streams the inputs through [`Aggregate`] (operations are
-//! not stored) and prints the per-rank, per-communicator and per-operation
-//! tables and the message-size histogram. nccl-tests outputs (benchmark
+//! not stored; kernel traces and commlens Parquet tables are read whole) and
+//! prints the per-rank, per-communicator and per-operation tables and the
+//! message-size histogram. nccl-tests outputs (benchmark
 //! tables without NCCL debug lines) are summarised by `crate::baseline`.
 
 use super::CmdResult;
 use crate::render;
 use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
-use commlens_ingest::inputs::{expand_inputs, load_any, load_inputs_with, sniff, InputFormat};
+use commlens_ingest::inputs::{expand_inputs, load_inputs_with, sniff, InputFormat};
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
+    // Our own Parquet tables are read whole (crate::load); the rest as before.
+    let split = crate::load::split_inputs(inputs)?;
     let (mut bench, mut rest) = (Vec::new(), Vec::new());
-    for (p, _) in expand_inputs(inputs)? {
-        let (tables, nccl_lines) = crate::baseline::sniff_benchmark(&p);
-        if tables {
-            bench.push(p.clone());
-        }
-        if !tables || nccl_lines {
-            rest.push(p);
+    if !split.rest.is_empty() {
+        for (p, _) in expand_inputs(&split.rest)? {
+            let (tables, nccl_lines) = crate::baseline::sniff_benchmark(&p);
+            if tables {
+                bench.push(p.clone());
+            }
+            if !tables || nccl_lines {
+                rest.push(p);
+            }
         }
     }
+    let only_benchmarks = rest.is_empty() && split.parquet.is_empty();
     // JSON stays one document: the benchmark results join the stats object.
     let mut bench_json = serde_json::Value::Null;
     if !bench.is_empty() {
-        bench_json = print_benchmarks(&bench, format, rest.is_empty())?;
-        if rest.is_empty() {
+        bench_json = print_benchmarks(&bench, format, only_benchmarks)?;
+        if only_benchmarks {
             return Ok(());
         }
     }
-    let inputs = if bench.is_empty() { inputs.to_vec() } else { rest };
+    let inputs = if bench.is_empty() { split.rest.clone() } else { rest };
     let inputs = &inputs[..];
     let printed_benchmarks = !bench.is_empty();
-    let mut traces = false;
-    for (p, _) in expand_inputs(inputs)? {
-        traces |= sniff(&p)? != InputFormat::NcclLog;
+    let mut traces = !split.parquet.is_empty();
+    if !inputs.is_empty() {
+        for (p, _) in expand_inputs(inputs)? {
+            traces |= sniff(&p)? != InputFormat::NcclLog;
+        }
     }
     if traces {
-        // Kernel traces are small next to logs: read whole, then aggregate.
-        let loaded = load_any(inputs, &ReadOptions::default())?;
+        // Kernel traces and tables are small next to logs: read whole, then aggregate.
+        let both = crate::load::Split { parquet: split.parquet.clone(), rest: inputs.to_vec() };
+        let loaded = crate::load::load_split(&both, &ReadOptions::default())?;
         eprint!("{}", render::trace_summary(&loaded.traces, verbose));
         for r in &loaded.plugin_reports {
             eprintln!(
@@ -64,6 +73,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
             return Err("no NCCL operations in the inputs".into());
         }
         let inputs = serde_json::json!({
+            "parquet_tables": split.parquet.len(),
             "traces": loaded.traces.len(),
             "plugin": loaded.plugin_reports,
             "nvidia_plugins": loaded.nvidia_reports.len(),

@@ -7,12 +7,11 @@
 use super::CmdResult;
 use crate::enrich::Enrichment;
 use commlens_export::{chrome, perfetto, TraceOptions};
-use commlens_ingest::load_any;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
 
 pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
-    let loaded = load_any(inputs, &ReadOptions::default())?;
+    let loaded = crate::load::load(inputs, &ReadOptions::default())?;
     let t = &loaded.table;
     if t.n_ops() == 0 {
         return Err("no operations in the inputs: nothing to draw".into());

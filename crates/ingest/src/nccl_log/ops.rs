@@ -37,7 +37,7 @@ pub enum OpLineError {
 /// Is this message an opCount line? (`<Name>: opCount `)
 #[inline]
 pub fn is_op_line(msg: &[u8]) -> Option<usize> {
-    let colon = memchr::memchr(b':', &msg[..msg.len().min(24)])?;
+    let colon = colon_in_24(msg)?;
     if msg[colon + 1..].starts_with(b" opCount ") {
         Some(colon)
     } else {
@@ -45,11 +45,32 @@ pub fn is_op_line(msg: &[u8]) -> Option<usize> {
     }
 }
 
+/// The first `:` among the first 24 bytes of `msg`, where the name of an
+/// operation ends. Eight bytes at a time: a byte of `w ^ ':'` is zero where
+/// `w` has a colon, and the lowest byte that the zero-byte test flags is a
+/// true zero (a false flag needs a borrow from a lower zero byte).
+#[inline]
+fn colon_in_24(msg: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let n = msg.len().min(24);
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(msg[i..i + 8].try_into().expect("8 bytes")) ^ (ONES * u64::from(b':'));
+        let zero = x.wrapping_sub(ONES) & !x & (ONES << 7);
+        if zero != 0 {
+            return Some(i + (zero.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    msg[i..n].iter().position(|&b| b == b':').map(|p| i + p)
+}
+
 /// Parses an opCount line. With `partial`, missing fields after `comm` are
 /// tolerated (the line was cut by another writer).
 pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, OpLineError> {
     if !partial {
-        if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon) {
+        let mut memo = super::ops_fast::OpMemo::default();
+        if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon, &mut memo) {
             return Ok(op);
         }
     }
@@ -77,7 +98,13 @@ pub fn parse_op_fields(msg: &[u8], colon: usize, partial: bool) -> Result<(OpLin
     if op.kind.is_none() {
         return Err(OpLineError::UnknownOp);
     }
-    let mut rest = &msg[colon + 1..];
+    let last_ok = continue_op_fields(&mut op, &msg[colon + 1..], partial);
+    Ok((op, last_ok))
+}
+
+/// The key/value loop of [`parse_op_fields`] over `rest`, storing into `op`;
+/// returns whether the line ended cleanly.
+pub(super) fn continue_op_fields(op: &mut OpLine, mut rest: &[u8], partial: bool) -> bool {
     let mut last_ok = true;
     loop {
         let (key, r) = crate::bytes::next_token(rest);
@@ -128,7 +155,7 @@ pub fn parse_op_fields(msg: &[u8], colon: usize, partial: bool) -> Result<(OpLin
         }
         rest = r2;
     }
-    Ok((op, last_ok))
+    last_ok
 }
 
 impl OpLine {
@@ -193,27 +220,92 @@ pub struct CallArgs {
 }
 
 pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
-    let (name, n) = parse_call(msg)?;
-    if n != 8 {
+    // What `parse_call` checks, in one pass: a name of word characters
+    // starting with `nccl`, `(`, exactly eight comma-separated arguments up
+    // to the first `)`. Each argument is read where it stands and must end
+    // at its separator, which accepts exactly the arguments that splitting
+    // at the separators and parsing the pieces accepts (no piece that parses
+    // holds a `,` or `)`).
+    let open = memchr::memchr(b'(', msg)?;
+    let name = &msg[..open];
+    if !name.starts_with(b"nccl") || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
         return None;
     }
-    let kind = OpKind::from_name(name.strip_prefix(b"nccl")?)?;
-    let open = memchr::memchr(b'(', msg)?;
-    let close = memchr::memchr(b')', msg)?;
-    let mut a = msg[open + 1..close].split(|&b| b == b',');
-    let mut next = || a.next();
-    let buf = |t: &[u8]| if t == b"0" || t == b"(nil)" { Some(0) } else { hex_u64(t) };
+    let kind = OpKind::from_name(&name[4..])?;
+    let mut a = CallArgReader { s: msg, p: open + 1 };
     Some(CallArgs {
         kind,
-        sendbuff: buf(next()?)?,
-        recvbuff: buf(next()?)?,
-        count: dec_u64(next()?)?,
-        datatype: dec_i64(next()?)?,
-        redop: dec_i64(next()?)?,
-        root: dec_i64(next()?)?,
-        comm: hex_u64(next()?)?,
-        stream: hex_u64(next()?)?,
+        sendbuff: a.arg(CallArgReader::hex, b',')?,
+        recvbuff: a.arg(CallArgReader::hex, b',')?,
+        count: a.arg(CallArgReader::dec, b',')?,
+        datatype: a.arg(CallArgReader::signed, b',')?,
+        redop: a.arg(CallArgReader::signed, b',')?,
+        root: a.arg(CallArgReader::signed, b',')?,
+        comm: a.arg(CallArgReader::hex, b',')?,
+        stream: a.arg(CallArgReader::hex, b')')?,
     })
+}
+
+/// Reads the arguments of an API call line in place.
+struct CallArgReader<'a> {
+    s: &'a [u8],
+    p: usize,
+}
+
+impl CallArgReader<'_> {
+    /// One argument read by `read`, then its separator `end`.
+    #[inline]
+    fn arg<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>, end: u8) -> Option<T> {
+        let v = read(self)?;
+        if self.s.get(self.p) != Some(&end) {
+            return None;
+        }
+        self.p += 1;
+        Some(v)
+    }
+
+    /// As `hex_u64` (which also reads the `0` NCCL prints for NULL): an
+    /// optional `0x`, then 1 to 16 hex digits.
+    #[inline]
+    fn hex(&mut self) -> Option<u64> {
+        if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
+            self.p += 2;
+        }
+        let start = self.p;
+        let mut v: u64 = 0;
+        while let Some(&b) = self.s.get(self.p) {
+            let d = crate::bytes::hex_digit(b);
+            if d > 15 {
+                break;
+            }
+            v = (v << 4) | u64::from(d);
+            self.p += 1;
+        }
+        (1..=16).contains(&(self.p - start)).then_some(v)
+    }
+
+    /// As `dec_u64`.
+    #[inline]
+    fn dec(&mut self) -> Option<u64> {
+        let start = self.p;
+        while self.s.get(self.p).is_some_and(u8::is_ascii_digit) {
+            self.p += 1;
+        }
+        dec_u64(&self.s[start..self.p])
+    }
+
+    /// As `dec_i64`.
+    #[inline]
+    fn signed(&mut self) -> Option<i64> {
+        let start = self.p;
+        if matches!(self.s.get(self.p), Some(b'-' | b'+')) {
+            self.p += 1;
+        }
+        while self.s.get(self.p).is_some_and(u8::is_ascii_digit) {
+            self.p += 1;
+        }
+        dec_i64(&self.s[start..self.p])
+    }
 }
 
 #[inline]
@@ -237,14 +329,20 @@ pub struct TuningLine {
 /// Cheap shape test: `<Name>: <spaces><digit>… Bytes -> …`.
 #[inline]
 pub fn looks_like_tuning_line(msg: &[u8]) -> bool {
-    let Some(colon) = memchr::memchr(b':', &msg[..msg.len().min(24)]) else { return false };
+    let Some(colon) = colon_in_24(msg) else { return false };
     let rest = &msg[colon + 1..];
     let digits = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    rest.get(digits).is_some_and(u8::is_ascii_digit) && memchr::memmem::find(&rest[digits..rest.len().min(digits + 40)], b" Bytes -> ").is_some()
+    if !rest.get(digits).is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
+    let window = &rest[digits..rest.len().min(digits + 40)];
+    // Usually right after the number; otherwise search the whole window.
+    let number = window.iter().take_while(|b| b.is_ascii_digit()).count();
+    window[number..].starts_with(b" Bytes -> ") || memchr::memmem::find(window, b" Bytes -> ").is_some()
 }
 
 pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
-    let colon = memchr::memchr(b':', &msg[..msg.len().min(24)])?;
+    let colon = colon_in_24(msg)?;
     let kind = OpKind::from_name(&msg[..colon])?;
     let mut toks = crate::bytes::tokens(&msg[colon + 1..]);
     let bytes = dec_u64(toks.next()?)?;
@@ -260,7 +358,7 @@ pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
     for t in toks {
         if let Some(r) = t.strip_prefix(b"channel{Lo..Hi}={") {
             let r = r.strip_suffix(b"}").unwrap_or(r);
-            if let Some(dots) = memchr::memmem::find(r, b"..") {
+            if let Some(dots) = r.windows(2).position(|w| w == b"..") {
                 let lo = dec_u64(&r[..dots]).and_then(|v| u16::try_from(v).ok());
                 let hi = dec_u64(&r[dots + 2..]).and_then(|v| u16::try_from(v).ok());
                 if let (Some(lo), Some(hi)) = (lo, hi) {
@@ -345,8 +443,48 @@ mod tests {
             assert_eq!(parse_op_line(l, c, false).unwrap(), general, "{}", String::from_utf8_lossy(l));
         }
         // A trailing unknown field is left to the general parser.
-        assert!(parse_op_canonical(lines[3], is_op_line(lines[3]).unwrap()).is_none());
-        assert!(parse_op_canonical(AR, is_op_line(AR).unwrap()).is_some());
+        assert!(parse_op_canonical(lines[3], is_op_line(lines[3]).unwrap(), &mut Default::default()).is_none());
+        assert!(parse_op_canonical(AR, is_op_line(AR).unwrap(), &mut Default::default()).is_some());
+    }
+
+    /// The canonical-first field reader agrees with the general loop on every
+    /// truncation of canonical lines, and on lines with one byte changed.
+    #[test]
+    fn fast_field_reader_agrees_with_general_loop() {
+        use super::super::ops_fast::parse_op_fields_fast;
+        let lines: [&[u8]; 4] = [
+            AR,
+            b"Send: opCount 0 sendbuff (nil) recvbuff 0x7f1fd2c00000 count 256 datatype 2 op 0 root 3 comm 0x55f7d902f5e0 [nranks=4] stream 0x55f7d84eb710",
+            b"AllReduce: opCount 0 sendbuff 0x7fd9f7780000 recvbuff 0x7fd9f7780000 count 131072 datatype -6 op +0 root 0 comm 0X447b8890 stream 0x32dc6760 x 1",
+            b"Broadcast: opCount 3 sendbuff 0x1 recvbuff 0x2 count 18446744073709551615 datatype 0 op 0 root 1 comm 0x3 [nranks=4294967295] stream 0x4 stream 0x5",
+        ];
+        let check = |l: &[u8]| {
+            let Some(c) = is_op_line(l) else { return };
+            for partial in [true, false] {
+                assert_eq!(parse_op_fields_fast(l, c, partial), parse_op_fields(l, c, partial), "{}", String::from_utf8_lossy(l));
+            }
+            let canonical = parse_op_canonical(l, c, &mut Default::default());
+            if let Some(op) = canonical {
+                assert_eq!(Ok(op), parse_op_line_general(l, c, false), "{}", String::from_utf8_lossy(l));
+            }
+        };
+        for l in lines {
+            for cut in 0..=l.len() {
+                check(&l[..cut]);
+            }
+            for at in 0..l.len() {
+                for b in *b"0 x9f(-+]:[" {
+                    let mut m = l.to_vec();
+                    m[at] = b;
+                    check(&m);
+                    m.insert(at, b);
+                    check(&m);
+                }
+                let mut m = l.to_vec();
+                m.remove(at);
+                check(&m);
+            }
+        }
     }
 
     #[test]

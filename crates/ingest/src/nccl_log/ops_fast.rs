@@ -2,11 +2,16 @@
 //! for the one field order every NCCL version prints, reading each value in
 //! the pass that finds its end.
 //!
-//! It gives exactly what [`super::ops::parse_op_line_general`] gives, or
-//! nothing (the caller then runs the general parser); the tests in
-//! `tests/fast_paths.rs` read every real log both ways.
+//! [`parse_op_canonical`] gives exactly what
+//! [`super::ops::parse_op_line_general`] gives, or nothing (the caller then
+//! runs the general parser); it remembers the line tails of recent lines
+//! ([`OpMemo`]), from ` count ` and from ` comm ` on, which repeat on almost
+//! every line of a thread.
+//! [`parse_op_fields_fast`] reads the fields of a line cut by another writer:
+//! the canonical fields as far as they go, then the general key/value loop for
+//! the rest. The tests in `tests/fast_paths.rs` read every real log both ways.
 
-use super::ops::OpLine;
+use super::ops::{continue_op_fields, OpLine, OpLineError};
 use crate::bytes::hex_digit;
 use commlens_core::OpKind;
 
@@ -15,25 +20,52 @@ use commlens_core::OpKind;
 /// Returns `None` on any deviation; the general parser then decides. Each
 /// value is read in the same pass that checks its end, and accepts exactly
 /// what the general parser's value parsers accept (see `Cursor`).
-pub(super) fn parse_op_canonical(msg: &[u8], colon: usize) -> Option<OpLine> {
+pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<OpLine> {
     let kind = OpKind::from_name(&msg[..colon])?;
+    let mut op = OpLine { kind: Some(kind), ..OpLine::default() };
     let mut c = Cursor { s: msg, p: colon + 1 };
-    c.lit(b" opCount ")?;
-    let op_count = c.hex()?;
-    c.lit(b" sendbuff ")?;
-    let sendbuff = c.pointer()?;
-    c.lit(b" recvbuff ")?;
-    let recvbuff = c.pointer()?;
-    c.lit(b" count ")?;
-    let count = c.dec()?;
-    c.lit(b" datatype ")?;
-    let datatype = c.signed()?;
-    c.lit(b" op ")?;
-    let redop = c.signed()?;
-    c.lit(b" root ")?;
-    let root = c.signed()?;
-    c.lit(b" comm ")?;
-    let comm = c.pointer()?;
+    op.op_count = Some(c.field(b" opCount ", Cursor::hex)?);
+    op.sendbuff = Some(c.field(b" sendbuff ", Cursor::pointer)?);
+    op.recvbuff = Some(c.field(b" recvbuff ", Cursor::pointer)?);
+    // What follows is a function of the tail's bytes alone: a remembered
+    // tail gives the fields it gave before. Tails from ` count ` repeat on
+    // most lines of a thread, tails from ` comm ` on nearly all.
+    let count_tail = &msg[c.p..];
+    let t = match memo.counts.lookup(count_tail) {
+        Some(t) => t,
+        None => {
+            let count = c.field(b" count ", Cursor::dec)?;
+            let datatype = c.field(b" datatype ", Cursor::signed)?;
+            let redop = c.field(b" op ", Cursor::signed)?;
+            let root = c.field(b" root ", Cursor::signed)?;
+            let comm_tail = &msg[c.p..];
+            let comm = match memo.comms.lookup(comm_tail) {
+                Some(t) => t,
+                None => {
+                    let t = parse_comm_tail(comm_tail)?;
+                    memo.comms.insert(comm_tail, t);
+                    t
+                }
+            };
+            let t = CountTail { count, datatype, redop, root, comm };
+            memo.counts.insert(count_tail, t);
+            t
+        }
+    };
+    op.count = Some(t.count);
+    op.datatype = Some(t.datatype);
+    op.redop = Some(t.redop);
+    op.root = Some(t.root);
+    op.comm = Some(t.comm.comm);
+    op.nranks = t.comm.nranks;
+    op.stream = Some(t.comm.stream);
+    Some(op)
+}
+
+/// `␠comm 0x… [␠[nranks=N]] ␠stream 0x…` up to the end of the message.
+fn parse_comm_tail(tail: &[u8]) -> Option<CommTail> {
+    let mut c = Cursor { s: tail, p: 0 };
+    let comm = c.field(b" comm ", Cursor::pointer)?;
     let mut nranks = None;
     if c.lit(b" [nranks=").is_some() {
         let n = c.digits()?;
@@ -42,22 +74,158 @@ pub(super) fn parse_op_canonical(msg: &[u8], colon: usize) -> Option<OpLine> {
     }
     c.lit(b" stream ")?;
     let stream = c.pointer()?;
-    if c.p != msg.len() {
-        return None;
+    (c.p == tail.len()).then_some(CommTail { comm, nranks, stream })
+}
+
+/// The fields a line tail from ` comm ` gives.
+#[derive(Clone, Copy, Default)]
+struct CommTail {
+    comm: u64,
+    nranks: Option<u32>,
+    stream: u64,
+}
+
+/// The fields a line tail from ` count ` gives.
+#[derive(Clone, Copy, Default)]
+struct CountTail {
+    count: u64,
+    datatype: i64,
+    redop: i64,
+    root: i64,
+    comm: CommTail,
+}
+
+/// The line tails of recent opCount lines that the canonical parse accepted.
+#[derive(Default)]
+pub(super) struct OpMemo {
+    counts: Recent<CountTail>,
+    comms: Recent<CommTail>,
+}
+
+/// How many tails of each kind are kept: a thread alternates between a few
+/// communicators and sizes.
+const TAILS: usize = 8;
+/// Longer tails are not kept (they are 50 to 100 bytes).
+const MAX_TAIL: usize = 128;
+
+/// Byte strings with their value, most recently used first; boxed, so that
+/// reordering moves pointers, and reused, so that a miss allocates nothing
+/// once the memo is full.
+struct Recent<T> {
+    entries: Vec<Box<(usize, [u8; MAX_TAIL], T)>>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Recent { entries: Vec::new() }
     }
-    Some(OpLine {
-        kind: Some(kind),
-        op_count: Some(op_count),
-        sendbuff: Some(sendbuff),
-        recvbuff: Some(recvbuff),
-        count: Some(count),
-        datatype: Some(datatype),
-        redop: Some(redop),
-        root: Some(root),
-        comm: Some(comm),
-        nranks,
-        stream: Some(stream),
-    })
+}
+
+impl<T: Copy + Default> Recent<T> {
+    #[inline]
+    fn lookup(&mut self, key: &[u8]) -> Option<T> {
+        let i = self.entries.iter().position(|e| e.0 == key.len() && same_bytes(&e.1[..e.0], key))?;
+        if i > 0 {
+            self.entries.swap(0, i);
+        }
+        Some(self.entries[0].2)
+    }
+
+    fn insert(&mut self, key: &[u8], value: T) {
+        if key.len() > MAX_TAIL {
+            return;
+        }
+        let mut e = if self.entries.len() == TAILS {
+            self.entries.pop().expect("full")
+        } else {
+            Box::new((0, [0; MAX_TAIL], T::default()))
+        };
+        e.0 = key.len();
+        e.1[..key.len()].copy_from_slice(key);
+        e.2 = value;
+        self.entries.insert(0, e);
+    }
+}
+
+/// Whether two slices of the same length hold the same bytes, compared a
+/// word at a time (a call into `memcmp` costs more for a few dozen bytes).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut i = 0;
+    while i + 8 < n {
+        if word(a, i) != word(b, i) {
+            return false;
+        }
+        i += 8;
+    }
+    // The last word, overlapping the previous one when `n` is no multiple of 8.
+    word(a, n - 8) == word(b, n - 8)
+}
+
+/// [`super::ops::parse_op_fields`], reading the canonical fields first.
+///
+/// The general loop reads `key value` pairs from left to right, and what it
+/// does with a pair depends only on that pair: it stores the value, or it
+/// stops. The canonical read below stores a pair only when the general loop
+/// would store the same value and go on: the key is followed by one space and
+/// the value, the value is followed by a space (so it is complete even in
+/// partial mode) and is accepted by the same rules. It stops before the first
+/// pair it is not sure of, and the general loop takes over there, in the
+/// state it would have reached by itself.
+pub(super) fn parse_op_fields_fast(
+    msg: &[u8],
+    colon: usize,
+    partial: bool,
+) -> Result<(OpLine, bool), OpLineError> {
+    let Some(kind) = OpKind::from_name(&msg[..colon]) else {
+        return Err(OpLineError::UnknownOp);
+    };
+    let mut op = OpLine { kind: Some(kind), ..OpLine::default() };
+    let at = canonical_prefix(msg, colon, &mut op);
+    let last_ok = continue_op_fields(&mut op, &msg[at..], partial);
+    Ok((op, last_ok))
+}
+
+/// Reads the canonical fields from `colon + 1` while each is `␠key␠value`
+/// with a valid value followed by a space, storing them in `op`. Returns the
+/// position of the space before the first field not read.
+fn canonical_prefix(msg: &[u8], colon: usize, op: &mut OpLine) -> usize {
+    let mut c = Cursor { s: msg, p: colon + 1 };
+    macro_rules! field {
+        ($lit:expr, $read:ident, $slot:ident) => {
+            let start = c.p;
+            match c.field($lit, Cursor::$read) {
+                Some(v) if c.at_space() => op.$slot = Some(v),
+                _ => return start,
+            }
+        };
+    }
+    field!(b" opCount ", hex, op_count);
+    field!(b" sendbuff ", pointer, sendbuff);
+    field!(b" recvbuff ", pointer, recvbuff);
+    field!(b" count ", dec, count);
+    field!(b" datatype ", signed, datatype);
+    field!(b" op ", signed, redop);
+    field!(b" root ", signed, root);
+    field!(b" comm ", pointer, comm);
+    let start = c.p;
+    if c.lit(b" [nranks=").is_some() {
+        // The general loop takes `[nranks=N]` as one token and parses N.
+        match c.digits().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) if c.lit(b"]").is_some() && c.at_space() => op.nranks = Some(v),
+            _ => return start,
+        }
+    }
+    field!(b" stream ", pointer, stream);
+    c.p
 }
 
 /// Reads the fixed-order opCount line. Every value must end at a space or at
@@ -69,7 +237,7 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    #[inline]
+    #[inline(always)]
     fn lit(&mut self, l: &[u8]) -> Option<()> {
         if self.s.get(self.p..self.p + l.len())? == l {
             self.p += l.len();
@@ -79,8 +247,20 @@ impl Cursor<'_> {
         }
     }
 
+    #[inline(always)]
+    fn at_space(&self) -> bool {
+        self.s.get(self.p) == Some(&b' ')
+    }
+
+    /// `lit`, then a value read by `read`.
+    #[inline(always)]
+    fn field<T>(&mut self, lit: &[u8], read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        self.lit(lit)?;
+        read(self)
+    }
+
     /// At a value's end: a space or the end of the message.
-    #[inline]
+    #[inline(always)]
     fn value_end(&self) -> Option<()> {
         match self.s.get(self.p) {
             None | Some(b' ') => Some(()),
@@ -89,35 +269,47 @@ impl Cursor<'_> {
     }
 
     /// 1 to 20 decimal digits without overflow (not checking the end).
-    #[inline]
+    #[inline(always)]
     fn digits(&mut self) -> Option<u64> {
-        // A local slice keeps the loop in registers.
-        let rest = &self.s[self.p..];
+        let start = self.p;
+        let mut i = start;
         let mut v: u64 = 0;
-        let mut n = 0;
-        for &b in rest {
+        // Up to 19 digits cannot overflow; the 20th is checked.
+        while let Some(&b) = self.s.get(i) {
             let d = b.wrapping_sub(b'0');
             if d > 9 {
                 break;
             }
-            v = v.checked_mul(10)?.checked_add(d as u64)?;
-            n += 1;
+            if i - start >= 19 {
+                v = v.checked_mul(10)?.checked_add(d as u64)?;
+            } else {
+                v = v * 10 + d as u64;
+            }
+            i += 1;
         }
-        if n == 0 || n > 20 {
+        if i == start || i - start > 20 {
             return None;
         }
-        self.p += n;
+        self.p = i;
         Some(v)
     }
 
-    #[inline]
+    #[inline(always)]
     fn dec(&mut self) -> Option<u64> {
+        // One digit and a space: `datatype 7 op 0 root 0`.
+        if let (Some(&b), Some(b' ')) = (self.s.get(self.p), self.s.get(self.p + 1)) {
+            let d = b.wrapping_sub(b'0');
+            if d <= 9 {
+                self.p += 1;
+                return Some(d as u64);
+            }
+        }
         let v = self.digits()?;
         self.value_end()?;
         Some(v)
     }
 
-    #[inline]
+    #[inline(always)]
     fn signed(&mut self) -> Option<i64> {
         let neg = match self.s.get(self.p) {
             Some(b'-') => true,
@@ -130,42 +322,49 @@ impl Cursor<'_> {
     }
 
     /// 1 to 16 hex digits after an optional `0x`/`0X`.
-    #[inline]
+    #[inline(always)]
     fn hex(&mut self) -> Option<u64> {
-        if matches!(self.s.get(self.p..self.p + 2), Some(b"0x" | b"0X")) {
+        if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
             self.p += 2;
         }
-        // A local slice keeps the loop in registers. (Eight digits at a time
-        // with word arithmetic measured slower: pointers have only 12 to 14.)
-        let rest = &self.s[self.p..];
+        self.hex_digits()
+    }
+
+    /// 1 to 16 hex digits and the value's end.
+    #[inline(always)]
+    fn hex_digits(&mut self) -> Option<u64> {
+        let start = self.p;
+        let mut i = start;
         let mut v: u64 = 0;
-        let mut n = 0;
-        for &b in rest {
+        while let Some(&b) = self.s.get(i) {
             let d = hex_digit(b);
             if d > 15 {
                 break;
             }
             v = (v << 4) | d as u64;
-            n += 1;
+            i += 1;
         }
-        if n == 0 || n > 16 {
+        if i == start || i - start > 16 {
             return None;
         }
-        self.p += n;
+        self.p = i;
         self.value_end()?;
         Some(v)
     }
 
     /// `(nil)`, or `0x`/`0X` and hex digits.
-    #[inline]
+    #[inline(always)]
     fn pointer(&mut self) -> Option<u64> {
-        if self.lit(b"(nil)").is_some() {
-            self.value_end()?;
-            return Some(0);
+        match self.s.get(self.p..self.p + 2) {
+            Some(b"0x" | b"0X") => {
+                self.p += 2;
+                self.hex_digits()
+            }
+            _ => {
+                self.lit(b"(nil)")?;
+                self.value_end()?;
+                Some(0)
+            }
         }
-        if !matches!(self.s.get(self.p..self.p + 2), Some(b"0x" | b"0X")) {
-            return None;
-        }
-        self.hex()
     }
 }

@@ -9,7 +9,7 @@
 //! by another prefix is marked `cut` (its tail is missing).
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, is_host_byte};
+use crate::bytes::{dec_u64, float, is_host_byte, ByteFinder};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -50,11 +50,21 @@ pub struct KnownHosts {
     /// Whether [`split_line`] may take its shortcuts; off, every line goes
     /// through [`split_line_scan`] (the reference the shortcuts are tested on).
     fast: bool,
+    /// Finds the `N` of `NCCL` for [`split_line`]'s second-prefix check.
+    find_n: ByteFinder,
+    /// Finds the colons of `host:pid:tid ` candidates.
+    find_colon: ByteFinder,
 }
 
 impl Default for KnownHosts {
     fn default() -> Self {
-        KnownHosts { by_pid: Default::default(), recent: PrefixCache::default(), fast: true }
+        KnownHosts {
+            by_pid: Default::default(),
+            recent: PrefixCache::default(),
+            fast: true,
+            find_n: ByteFinder::new(b'N'),
+            find_colon: ByteFinder::new(b':'),
+        }
     }
 }
 
@@ -98,42 +108,74 @@ pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -
         return split_line_scan(line, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
-    // an optional epoch timestamp) and no other `host:pid:tid ` candidate in
-    // its message, so the colon scan below would find the same single segment.
-    // A prefix seen on a recent line is recognised by its bytes alone.
-    let seg = match hosts.recent.lookup(line) {
-        Some(seg) => Some(seg),
-        None => {
-            let seg = single_prefix_at_start(line, hosts);
-            if let Some(seg) = &seg {
-                hosts.recent.insert(line, seg);
+    // an optional epoch timestamp) and no second prefix in its message, so
+    // the colon scan below would find the same single segment. A prefix seen
+    // on a recent line is recognised by its bytes alone.
+    let msg = match hosts.recent.lookup(line, out) {
+        Some(msg) => msg,
+        None => match single_prefix_at_start(line, hosts) {
+            Some(seg) => {
+                hosts.recent.insert(line, &seg);
+                let msg = seg.msg.start;
+                out.push(seg);
+                msg
             }
-            seg
-        }
+            None => return split_line_scan(line, hosts, out),
+        },
     };
-    if let Some(seg) = seg {
-        let msg = seg.msg.start;
-        // A second segment needs `NCCL`: without an `N` no colon scan is needed.
-        let second = memchr::memchr(b'N', &line[msg..]).is_some()
-            && memchr::memchr_iter(b':', &line[msg..]).any(|i| candidate_at(line, msg + i).is_some());
-        if !second {
-            out.push(seg);
-            return 0;
-        }
+    // A second segment needs `NCCL ` in the message, after its own
+    // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
+    // candidates in the message at most, none of which becomes a segment or
+    // changes the first one (its `NCCL LEVEL` lies before the message).
+    if has_nccl(&line[msg..], &hosts.find_n) {
+        // The scan of the whole line would find this prefix's candidate
+        // first (no colon before its host, none after its tid but in the
+        // message, as checked when it was first read), give it this same
+        // segment (its host is known, so no debris) and go on with the
+        // message's colons: do just that part.
+        scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
     }
-    split_line_scan(line, hosts, out)
+    0
+}
+
+/// Whether `text` contains `NCCL ` (cheaper than a substring search: most
+/// messages hold no `N` at all).
+#[inline]
+fn has_nccl(text: &[u8], find_n: &ByteFinder) -> bool {
+    let mut from = 0;
+    while let Some(i) = find_n.find(&text[from..]) {
+        let at = from + i;
+        if text[at..].starts_with(b"NCCL ") {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 /// The general path of [`split_line`]: every `:` is a possible prefix.
 pub fn split_line_scan(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
-    let mut cands: [Option<Candidate>; 32] = [None; 32];
+    scan_from(line, 0, MAX_CANDIDATES, hosts, out)
+}
+
+/// At most this many `host:pid:tid ` candidates are considered per line.
+const MAX_CANDIDATES: usize = 32;
+
+/// The scan of [`split_line_scan`] over the colons from `from` on, considering
+/// at most `max` candidates, appending to `out`: a segment found cuts the
+/// last one in `out`. Returns the head end when `out` was empty.
+fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    let mut cands: [Option<Candidate>; MAX_CANDIDATES] = [None; MAX_CANDIDATES];
     let mut n = 0;
-    for i in memchr::memchr_iter(b':', line) {
-        if n == cands.len() {
+    let mut at = from;
+    while let Some(i) = hosts.find_colon.find(&line[at..]) {
+        if n == max {
             break;
         }
-        if let Some(c) = candidate_at(line, i) {
+        let colon = at + i;
+        at = colon + 1;
+        if let Some(c) = candidate_at(line, colon) {
             // A candidate inside the previous one's digits cannot happen (hosts have no ':').
             cands[n] = Some(c);
             n += 1;
@@ -251,19 +293,12 @@ pub fn has_cut_prefix(text: &[u8]) -> bool {
 /// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
 #[inline]
 fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
-    let digits = |from: usize| {
-        let mut j = from;
-        while j < line.len() && line[j].is_ascii_digit() {
-            j += 1;
-        }
-        j
-    };
-    let pid_end = digits(colon + 1);
-    if pid_end == colon + 1 || pid_end >= line.len() || line[pid_end] != b':' {
+    let (pid_end, pid) = digits_u32(line, colon + 1);
+    if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
         return None;
     }
-    let tid_end = digits(pid_end + 1);
-    if tid_end == pid_end + 1 || tid_end >= line.len() || line[tid_end] != b' ' {
+    let (tid_end, tid) = digits_u32(line, pid_end + 1);
+    if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
         return None;
     }
     let mut hs = colon;
@@ -277,9 +312,27 @@ fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
     if hs == colon {
         return None;
     }
-    let pid = dec_u64(&line[colon + 1..pid_end]).and_then(|v| u32::try_from(v).ok())?;
-    let tid = dec_u64(&line[pid_end + 1..tid_end]).and_then(|v| u32::try_from(v).ok())?;
-    Some(Candidate { host_start: hs, host_end: colon, pid, tid, after: tid_end + 1 })
+    Some(Candidate { host_start: hs, host_end: colon, pid: pid?, tid: tid?, after: tid_end + 1 })
+}
+
+/// The run of decimal digits from `from`: its end, and its value as
+/// `dec_u64` and `u32::try_from` read it (`None` when it does not fit).
+/// Read in the pass that finds the end; runs over 10 digits (which fit only
+/// with leading zeros) are left to `dec_u64`.
+#[inline]
+fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
+    let mut j = from;
+    let mut v: u64 = 0;
+    while let Some(&b) = line.get(j) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(d as u64);
+        j += 1;
+    }
+    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
+    (j, u32::try_from(value).ok())
 }
 
 /// After `host:pid:tid `: optional `[dev] `, optional tokens (`func, line `,
@@ -362,175 +415,5 @@ fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn split(line: &str) -> (String, Vec<(String, u32, u32, Option<u32>, Level, String, bool)>) {
-        let mut hosts = KnownHosts::default();
-        split_with(&mut hosts, line)
-    }
-
-    fn split_with(
-        hosts: &mut KnownHosts,
-        line: &str,
-    ) -> (String, Vec<(String, u32, u32, Option<u32>, Level, String, bool)>) {
-        let b = line.as_bytes();
-        let mut out = Vec::new();
-        let head = split_line(b, hosts, &mut out);
-        let segs = out
-            .iter()
-            .map(|s| {
-                (
-                    line[s.host.clone()].to_string(),
-                    s.pid,
-                    s.tid,
-                    s.dev,
-                    s.level,
-                    line[s.msg.clone()].to_string(),
-                    s.cut,
-                )
-            })
-            .collect();
-        (line[..head].to_string(), segs)
-    }
-
-    #[test]
-    fn plain_info_line() {
-        let (head, s) = split("mew0:64904:64904 [0] NCCL INFO NCCL version 2.27.7+cuda13.0");
-        assert_eq!(head, "");
-        assert_eq!(s.len(), 1);
-        assert_eq!(s[0].0, "mew0");
-        assert_eq!((s[0].1, s[0].2, s[0].3), (64904, 64904, Some(0)));
-        assert_eq!(s[0].4, Level::Info);
-        assert_eq!(s[0].5, "NCCL version 2.27.7+cuda13.0");
-        assert!(!s[0].6);
-    }
-
-    #[test]
-    fn call_line_without_dev() {
-        let (_, s) = split("gdr116:67599:67599 NCCL CALL ncclGroupEnd()");
-        assert_eq!(s[0].3, None);
-        assert_eq!(s[0].4, Level::Call);
-        assert_eq!(s[0].5, "ncclGroupEnd()");
-    }
-
-    #[test]
-    fn function_line_and_plugin_prefixes() {
-        let (_, s) = split("gdr114:842735:842735 [0] scheduleCollTasksToPlan, 704 NCCL INFO AllGather: 268435456 Bytes");
-        assert_eq!(s[0].5, "AllGather: 268435456 Bytes");
-        let (_, s) = split(
-            "x3005c0s25b1n0:24013:24116 [1] 117.724290 nccl_net_ofi_init:1396 NCCL TRACE NET/OFI Provider cxi",
-        );
-        assert_eq!(s[0].0, "x3005c0s25b1n0");
-        assert_eq!(s[0].4, Level::Trace);
-        assert_eq!(s[0].5, "NET/OFI Provider cxi");
-    }
-
-    #[test]
-    fn timestamp_prefix() {
-        let line = "1766081276.802766 csg-rivulet02:1426907:1427588 [2] NCCL INFO AllReduce: opCount 0";
-        let mut hosts = KnownHosts::default();
-        let mut out = Vec::new();
-        let head = split_line(line.as_bytes(), &mut hosts, &mut out);
-        assert_eq!(head, 0);
-        assert_eq!(out[0].ts_ns, Some(1_766_081_276_802_766_000));
-        assert_eq!(&line[out[0].host.clone()], "csg-rivulet02");
-    }
-
-    #[test]
-    fn interleaved_writers() {
-        let line = "stone:2984737:2984737 [2] NCCL INFO Send: opCount 0 comm 0x55f7d902f5e0 [nranks=4] stream stone:2984736:2stone:2984737:2984737 NCCL CALL ncclSend(0,7f1fd2c00000)";
-        let mut hosts = KnownHosts::default();
-        let (_, s) = split_with(&mut hosts, line);
-        assert_eq!(s.len(), 2);
-        assert!(s[0].6, "first segment is cut");
-        assert_eq!(s[0].5, "Send: opCount 0 comm 0x55f7d902f5e0 [nranks=4] stream stone:2984736:2");
-        assert_eq!(s[1].0, "stone", "fused '2stone' resolved to the known host");
-        assert_eq!(s[1].4, Level::Call);
-        assert!(!s[1].6);
-        // Fused host at line start: 'ston' + 'stone'.
-        let (head, s) = split_with(&mut hosts, "stonstone:2984737:2984737 [3] NCCL INFO Recv: opCount 5d");
-        assert_eq!(head, "ston");
-        assert_eq!(s[0].0, "stone");
-    }
-
-    #[test]
-    fn timestamp_glued_to_a_cut_line() {
-        let line = "node00:1:1 [1] NCCL INFO AllReduce: opCount 41766081201.557987 node00:2:2 [3] NCCL INFO Broadcast: x";
-        let mut hosts = KnownHosts::default();
-        let mut out = Vec::new();
-        split_line(line.as_bytes(), &mut hosts, &mut out);
-        assert_eq!(out.len(), 2);
-        assert_eq!(&line[out[0].msg.clone()], "AllReduce: opCount 4");
-        assert_eq!(out[1].ts_ns, Some(1_766_081_201_557_987_000));
-        assert!(has_cut_prefix(b"node00:949993:949993 [2] N"));
-        assert!(!has_cut_prefix(b"plain text: 12:30"));
-    }
-
-    #[test]
-    fn launcher_prefixes_before_the_host() {
-        // `srun -l` task labels and bracketed date timestamps stay in the head.
-        for (line, head) in [
-            ("0: nid001:4242:4242 [0] NCCL INFO AllReduce: opCount 0", "0: "),
-            ("12: nid001:4242:4250 NCCL CALL ncclGroupEnd()", "12: "),
-            ("[2025-01-15 12:34:56] h1:7:7 [3] NCCL WARN Cuda failure", "[2025-01-15 12:34:56] "),
-        ] {
-            let (h, s) = split(line);
-            assert_eq!(h, head, "{line}");
-            assert_eq!(s.len(), 1, "{line}");
-            assert!(!s[0].6);
-        }
-    }
-
-    #[test]
-    fn program_output_before_prefix() {
-        let (head, s) = split(
-            "TimeTest(), common.cu:610,            0             0     float    none      -1gdr114:842735:842735 [0] ncclEnqueueCheck, 2306 NCCL INFO AllGather: opCount 5",
-        );
-        assert!(head.starts_with("TimeTest()"));
-        assert_eq!(s[0].0, "1gdr114", "unknown debris stays on the host until a clean host is known");
-        assert_eq!(s[0].5, "AllGather: opCount 5");
-    }
-
-    #[test]
-    fn not_prefixes() {
-        for line in [
-            "",
-            "# nThread 1 nGpus 2 minBytes 8388608",
-            "Sun Nov 22 02:34:52 UTC 2026",
-            "mew0:64904:64904 [0] nothing here",
-            "host:1:2 [x] NCCL INFO y",
-            "35:842735 [0] ncclEnqueueCheck, 2306 NCCL INFO AllGather: opCount 5",
-            ":1:2 NCCL INFO",
-            "a:1:2",
-            "a:1:2 NCCL INFOx",
-        ] {
-            let (head, s) = split(line);
-            assert!(s.is_empty(), "{line}");
-            assert_eq!(head, line);
-        }
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic() {
-        let mut hosts = KnownHosts::default();
-        let mut out = Vec::new();
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        let alphabet = b"ab1:: [0]NCCL INFO\x00\xff9.";
-        for len in 0..300 {
-            let line: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    alphabet[(x % alphabet.len() as u64) as usize]
-                })
-                .collect();
-            let head = split_line(&line, &mut hosts, &mut out);
-            assert!(head <= line.len());
-            for s in &out {
-                assert!(s.msg.start <= s.msg.end && s.msg.end <= line.len());
-            }
-        }
-    }
-}
+#[path = "prefix_tests.rs"]
+mod tests;

@@ -21,7 +21,7 @@ use super::prefix::{split_line, KnownHosts, Level, Segment};
 use super::report::{message_kind_in, ReadReport, KIND_MAX};
 use super::state_ops::SegInfo;
 use super::topo::{TopoLine, TopoParser};
-use crate::bytes::sample;
+use crate::bytes::{sample, ByteFinder};
 use commlens_core::model::{DevIdx, ProcIdx, Process};
 use commlens_core::{CollOp, CommIdx, NcclVersion, OpTable};
 use rustc_hash::FxHashMap as HashMap;
@@ -72,6 +72,12 @@ pub struct LogParser {
     /// Version printed without a prefix (`NCCL version 2.20.5+cuda12.4`).
     pub(super) bare_version: Option<NcclVersion>,
     segs: Vec<Segment>,
+    /// The last two (process, handle) → communicator answers of `comm`.
+    pub(super) recent_comms: [(Option<(u32, u64)>, CommIdx); 2],
+    /// Finds the `(` of API call lines.
+    find_paren: ByteFinder,
+    /// Line tails of recent opCount lines (the fast path's memo).
+    pub(super) op_memo: super::ops_fast::OpMemo,
     fragment: Vec<u8>,
     joined: Vec<u8>,
     hosts_with_topology: Vec<String>,
@@ -101,6 +107,9 @@ impl LogParser {
             last_proc: None,
             bare_version: None,
             segs: Vec::with_capacity(4),
+            recent_comms: [(None, CommIdx(0)); 2],
+            find_paren: ByteFinder::new(b'('),
+            op_memo: Default::default(),
             fragment: Vec::new(),
             joined: Vec::new(),
             hosts_with_topology: Vec::new(),
@@ -108,6 +117,7 @@ impl LogParser {
     }
 
     /// Feeds one physical line (1-based number `line_no`).
+    #[inline]
     pub fn feed_line(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         let mut segs = std::mem::take(&mut self.segs);
         let head_end = split_line(line, &mut self.hosts, &mut segs);
@@ -137,11 +147,14 @@ impl LogParser {
             }
             self.non_nccl_line(line, line_no);
         } else {
-            let head = &line[..head_end];
-            if looks_like_cut_prefix(head) && head.len() <= MAX_FRAGMENT {
-                self.fragment.extend_from_slice(head);
-            } else if !head.is_empty() && super::prefix::has_cut_prefix(head) {
-                self.report.lost_fragments += 1;
+            // Most lines start with their prefix: nothing before it to check.
+            if head_end > 0 {
+                let head = &line[..head_end];
+                if looks_like_cut_prefix(head) && head.len() <= MAX_FRAGMENT {
+                    self.fragment.extend_from_slice(head);
+                } else if super::prefix::has_cut_prefix(head) {
+                    self.report.lost_fragments += 1;
+                }
             }
             self.handle_segments(line, &segs, line_no, sink);
         }
@@ -191,7 +204,7 @@ impl LogParser {
     fn process(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
         let host = &line[seg.host.clone()];
         if let Some((_, _, pid, p)) = self.last_proc {
-            if pid == seg.pid && self.table.processes[p.ix()].host.as_bytes() == host {
+            if pid == seg.pid && short_eq(self.table.processes[p.ix()].host.as_bytes(), host) {
                 return p;
             }
         }
@@ -215,7 +228,7 @@ impl LogParser {
     }
 
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        if is_call_syntax(msg) {
+        if is_call_syntax(msg, &self.find_paren) {
             self.report.call_lines += 1;
             let ps = &self.procs[proc.ix()];
             let waiting = ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
@@ -297,7 +310,7 @@ impl LogParser {
                 return;
             }
         }
-        if seg.level == Level::Trace && is_call_syntax(msg) {
+        if seg.level == Level::Trace && is_call_syntax(msg, &self.find_paren) {
             return self.call_line(proc, msg, seg, line_no, sink);
         }
         let mut kind = [0; KIND_MAX];
@@ -371,10 +384,27 @@ impl LogParser {
     }
 }
 
+/// `a == b` for the short strings of a prefix (host names), without a call
+/// into `memcmp`: two overlapping words (of 8 or 4 bytes) cover 4 to 16 bytes.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+    match n {
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        _ => a == b,
+    }
+}
+
 /// `ncclX(…)`: cheap shape check of an API call line.
 #[inline]
-fn is_call_syntax(msg: &[u8]) -> bool {
-    msg.starts_with(b"nccl") && msg.last() == Some(&b')') && memchr::memchr(b'(', msg).is_some()
+fn is_call_syntax(msg: &[u8], find_paren: &ByteFinder) -> bool {
+    msg.starts_with(b"nccl") && msg.last() == Some(&b')') && find_paren.find(msg).is_some()
 }
 
 /// `gdr114:8427` or `stone:2984736:29847`: the start of a prefix whose rest

@@ -28,13 +28,24 @@ impl LogParser {
         d
     }
 
+    /// The communicator of handle `ptr` in `proc`, added when new. The two
+    /// last answers are remembered (a thread's operations alternate between
+    /// few handles, and a handle's index never changes).
     pub(super) fn comm(&mut self, proc: ProcIdx, ptr: u64) -> CommIdx {
-        if let Some(&c) = self.procs[proc.ix()].comms.get(&ptr) {
+        let key = (proc.0, ptr);
+        if let Some(&(_, c)) = self.recent_comms.iter().find(|(k, _)| *k == Some(key)) {
             return c;
         }
-        let c = CommIdx(self.table.comms.len() as u32);
-        self.table.comms.push(CommMember::new(proc, ptr));
-        self.procs[proc.ix()].comms.insert(ptr, c);
+        let c = match self.procs[proc.ix()].comms.get(&ptr) {
+            Some(&c) => c,
+            None => {
+                let c = CommIdx(self.table.comms.len() as u32);
+                self.table.comms.push(CommMember::new(proc, ptr));
+                self.procs[proc.ix()].comms.insert(ptr, c);
+                c
+            }
+        };
+        self.recent_comms = [(Some(key), c), self.recent_comms[0]];
         c
     }
 

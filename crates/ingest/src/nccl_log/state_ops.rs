@@ -47,7 +47,12 @@ impl LogParser {
         let info = SegInfo::of(seg, line_no);
         if seg.cut {
             // Keep what survived; the call line that follows may complete it.
-            match ops::parse_op_fields(msg, colon, true) {
+            let fields = if self.fast {
+                super::ops_fast::parse_op_fields_fast(msg, colon, true)
+            } else {
+                ops::parse_op_fields(msg, colon, true)
+            };
+            match fields {
                 Ok((fields, _)) => {
                     self.resolve_broken(proc, seg.tid, None, sink);
                     let ps = &mut self.procs[proc.ix()];
@@ -58,12 +63,12 @@ impl LogParser {
             }
             return;
         }
-        let parsed = if self.fast {
-            ops::parse_op_line(msg, colon, false)
-        } else {
-            ops::parse_op_line_general(msg, colon, false)
-        };
-        match parsed {
+        if self.fast {
+            if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon, &mut self.op_memo) {
+                return self.emit_parsed(proc, &op, info, sink);
+            }
+        }
+        match ops::parse_op_line_general(msg, colon, false) {
             Ok(op) => self.emit_parsed(proc, &op, info, sink),
             Err(e) => {
                 let what = match e {
@@ -83,11 +88,16 @@ impl LogParser {
 
     /// Settles a thread's broken opCount line: completed by `call` when it
     /// matches, kept as it is when it has the required fields, lost otherwise.
+    #[inline]
     pub(super) fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
-        let ps = &mut self.procs[proc.ix()];
-        if ps.threads_with_broken == 0 {
-            return;
+        // Almost always nothing to do: checked here, where it inlines.
+        if self.procs[proc.ix()].threads_with_broken > 0 {
+            self.resolve_broken_slot(proc, tid, call, sink);
         }
+    }
+
+    fn resolve_broken_slot(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
+        let ps = &mut self.procs[proc.ix()];
         let Some(thread) = ps.threads.get_mut(&tid) else { return };
         let Some((mut fields, info)) = thread.broken.take() else { return };
         ps.threads_with_broken -= 1;

@@ -8,6 +8,10 @@ use super::topo_lex::{
 };
 use commlens_core::topo::{LinkKind, NodeKind, Topology};
 
+/// Room for this many [`NodeKind`]s per id in [`Block::node`]'s index (a
+/// kind beyond it just goes without the index).
+const KINDS: usize = 8;
+
 /// The block being parsed.
 #[derive(Debug)]
 pub(super) struct Block {
@@ -22,6 +26,8 @@ pub(super) struct Block {
     /// (from, to) of the paths already in `topo.paths`: keeps deduplication
     /// linear in the number of path entries.
     pub(super) path_keys: rustc_hash::FxHashSet<(usize, usize)>,
+    /// Node index by id bytes and kind, for [`Block::node`].
+    node_index: rustc_hash::FxHashMap<Box<[u8]>, [Option<usize>; KINDS]>,
 }
 
 /// Result of one line inside an open block.
@@ -42,7 +48,26 @@ impl Block {
             stack: Vec::new(),
             path_src: None,
             path_keys: Default::default(),
+            node_index: Default::default(),
         }
+    }
+
+    /// `Topology::node` for a node reference, remembered by its exact bytes:
+    /// path lines name the same nodes again and again, and `Topology::node`
+    /// compares every node (ignoring case). Nodes are only ever appended, so
+    /// the node it returned for an id stays the first match for that id.
+    pub(super) fn node(&mut self, kind: NodeKind, id: &[u8]) -> usize {
+        let id_str = || std::str::from_utf8(id).expect("node ids are ASCII");
+        let k = kind as usize;
+        if k >= KINDS {
+            return self.topo.node(kind, id_str());
+        }
+        if let Some(Some(i)) = self.node_index.get(id).map(|by_kind| by_kind[k]) {
+            return i;
+        }
+        let i = self.topo.node(kind, id_str());
+        self.node_index.entry(id.into()).or_insert([None; KINDS])[k] = Some(i);
+        i
     }
 
     /// One line of an open block; `body` is the line without its indentation.
@@ -150,9 +175,9 @@ impl Block {
         let id_whole = matches!(r.rest.first(), Some(b' ' | b'\t'));
         match parse_suffix(r.rest) {
             Suffix::None if suffix_required => (None, false),
-            Suffix::None => (Some(self.topo.node(r.kind, r.id)), true),
+            Suffix::None => (Some(self.node(r.kind, r.id)), true),
             Suffix::Paren(content) => {
-                let idx = self.topo.node(r.kind, r.id);
+                let idx = self.node(r.kind, r.id);
                 if r.kind != NodeKind::Gpu {
                     return (Some(idx), true);
                 }
@@ -167,7 +192,7 @@ impl Block {
                     _ => (Some(idx), false),
                 }
             }
-            Suffix::Bad if id_whole => (Some(self.topo.node(r.kind, r.id)), false),
+            Suffix::Bad if id_whole => (Some(self.node(r.kind, r.id)), false),
             Suffix::Bad => (None, false),
         }
     }

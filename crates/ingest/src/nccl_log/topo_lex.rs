@@ -9,7 +9,8 @@ use commlens_core::topo::{LinkKind, NodeKind};
 #[derive(Clone, Copy)]
 pub(super) struct NodeRef<'a> {
     pub(super) kind: NodeKind,
-    pub(super) id: &'a str,
+    /// Hex digits and at most one `-`: ASCII.
+    pub(super) id: &'a [u8],
     pub(super) rest: &'a [u8],
 }
 
@@ -31,10 +32,9 @@ pub(super) fn node_ref(s: &[u8]) -> Option<NodeRef<'_>> {
             n += 1 + tail;
         }
     }
-    let id = std::str::from_utf8(&rest[..n]).ok()?;
     Some(NodeRef {
         kind: NodeKind::from_name(name),
-        id,
+        id: &rest[..n],
         rest: &rest[n..],
     })
 }
@@ -172,14 +172,41 @@ pub(super) fn is_cpu_root(body: &[u8]) -> bool {
 
 /// A decimal bandwidth (`24.0`, `5000.000000`): finite and not negative.
 pub(super) fn parse_bw(s: &[u8]) -> Option<(f64, &[u8])> {
-    let n = s
-        .iter()
-        .take_while(|&&b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-        .count();
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    // One pass finds the number's bytes and, for the usual `digits.digits`
+    // with at most 15 digits (`24.0`, `5000.000000`), its value: the digits
+    // form an integer below 2^53 and the fraction a power of ten up to 10^15,
+    // both exact as `f64`, so their quotient is the correctly rounded value
+    // that `str::parse::<f64>` returns. Other forms go to that parser.
+    let (mut n, mut mantissa, mut digits, mut dot, mut plain) = (0, 0u64, 0, None, true);
+    while let Some(&b) = s.get(n) {
+        match b {
+            b'0'..=b'9' => {
+                if digits < 15 {
+                    mantissa = mantissa * 10 + u64::from(b - b'0');
+                }
+                digits += 1;
+            }
+            b'.' => {
+                plain &= dot.is_none();
+                dot = Some(n);
+            }
+            b'e' | b'E' | b'+' | b'-' => plain = false,
+            _ => break,
+        }
+        n += 1;
+    }
     if n == 0 || n > 40 || !s[0].is_ascii_digit() {
         return None;
     }
-    let v: f64 = std::str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+    let v = match dot {
+        _ if !plain || digits > 15 => std::str::from_utf8(&s[..n]).ok()?.parse().ok()?,
+        Some(d) if d + 1 == n => std::str::from_utf8(&s[..n]).ok()?.parse().ok()?,
+        Some(d) => mantissa as f64 / POW10[n - d - 1],
+        None => mantissa as f64,
+    };
     (v.is_finite() && v >= 0.0).then_some((v, &s[n..]))
 }
 

@@ -17,7 +17,7 @@ impl Block {
 
     /// `GPU/0-17000 :GPU/0-17000 (0/5000.0/LOC) GPU/0-65000 (1/240.0/NVL) …`
     pub(super) fn path_list(&mut self, src: NodeRef<'_>, entries: &[u8]) -> Outcome {
-        let from = self.topo.node(src.kind, src.id);
+        let from = self.node(src.kind, src.id);
         let mut s = entries;
         loop {
             s = skip_ws(s);
@@ -26,7 +26,7 @@ impl Block {
             }
             match parse_path_entry(s) {
                 Some((target, hops, bw, kind, rest)) => {
-                    let to = self.topo.node(target.kind, target.id);
+                    let to = self.node(target.kind, target.id);
                     self.add_path(
                         TopoPath {
                             from,
@@ -55,7 +55,7 @@ impl Block {
         if after != b":" {
             return Outcome::Malformed;
         }
-        self.path_src = Some(self.topo.node(r.kind, r.id));
+        self.path_src = Some(self.node(r.kind, r.id));
         Outcome::Ok
     }
 
@@ -94,7 +94,7 @@ impl Block {
             return Outcome::Malformed;
         }
         let (to, kind) = match last {
-            Some(r) => (self.topo.node(r.kind, r.id), class.kind()),
+            Some(r) => (self.node(r.kind, r.id), class.kind()),
             None => (from, LinkKind::Loc),
         };
         self.add_path(

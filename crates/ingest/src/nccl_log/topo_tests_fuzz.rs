@@ -99,3 +99,57 @@ fn arbitrary_bytes_and_truncations_never_panic() {
     blocks.iter().for_each(check_indices);
     assert!(p.malformed_lines() > 0);
 }
+
+/// The one-pass bandwidth reader gives exactly what `str::parse::<f64>`
+/// gives on the number's bytes, for plain decimals and every other form.
+#[test]
+fn bandwidths_read_as_the_float_parser_reads_them() {
+    use crate::nccl_log::topo_lex::parse_bw;
+    fn reference(s: &[u8]) -> Option<(f64, &[u8])> {
+        let n = s
+            .iter()
+            .take_while(|&&b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+            .count();
+        if n == 0 || n > 40 || !s[0].is_ascii_digit() {
+            return None;
+        }
+        let v: f64 = std::str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+        (v.is_finite() && v >= 0.0).then_some((v, &s[n..]))
+    }
+    let alphabet = b"0123456789012345678901234567890123456789..eE+-/ )x";
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+    let mut fixed: Vec<Vec<u8>> = [
+        "24.0",
+        "5000.000000",
+        "0.1",
+        "240.0/NVL",
+        "1.",
+        "1e5",
+        "123456789012345.5",
+        "1234567890123456.5",
+        "0.000000000000001",
+        "9007199254740993",
+        "07.50)",
+        "1..2",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    for _ in 0..200_000 {
+        let len = rng.below(24);
+        fixed.push(
+            (0..len)
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect(),
+        );
+    }
+    for s in &fixed {
+        let (got, want) = (parse_bw(s), reference(s));
+        assert_eq!(
+            got.map(|(v, r)| (v.to_bits(), r)),
+            want.map(|(v, r)| (v.to_bits(), r)),
+            "{:?}",
+            String::from_utf8_lossy(s)
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! The inputs of the table commands (`stats`, `report`, `diff`, `export`,
+//! `trace`, `model`): commlens's own Parquet tables (`fused.parquet`,
+//! `commlens export --parquet`) are read back with
+//! `commlens_parquet::read_table`, every other input goes through
+//! `commlens_ingest::load_any` exactly as before.
+//!
+//! Which paths are Parquet tables: a file named on the command line whose
+//! name ends in `.parquet` or whose first bytes are `PAR1`; and the
+//! `.parquet` files under a folder that holds no other input (the folder
+//! walk skips commlens outputs, so `commlens report out/fused/` finds
+//! nothing else there). A folder with other inputs is walked as before and
+//! its Parquet files stay skipped, so an output folder next to the logs is
+//! not read twice.
+//!
+//! Mixing: a table already holds everything its inputs said, so a table is
+//! merged with other tables or inputs only when they describe different
+//! processes (host, pid); otherwise the operations would be counted twice
+//! and the mix is refused, as `load_any` refuses logs with traces.
+
+use commlens_core::OpTable;
+use commlens_ingest::merge::merge_tables;
+use commlens_ingest::nccl_log::ReadOptions;
+use commlens_ingest::{expand_inputs, load_any, IngestError, Loaded};
+use commlens_parquet::{read_table, ReadError};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+
+/// The user's paths, sorted into our Parquet tables and everything else.
+#[derive(Debug, Default, Clone)]
+pub struct Split {
+    /// Parquet files; the flag says whether it was named explicitly (a file
+    /// found in a folder that is not a commlens table is skipped, not an error).
+    pub parquet: Vec<(PathBuf, bool)>,
+    /// Paths for `commlens_ingest`, as given.
+    pub rest: Vec<PathBuf>,
+}
+
+/// Sorts `paths` (see the module documentation).
+pub fn split_inputs(paths: &[PathBuf]) -> Result<Split, Box<dyn Error>> {
+    let mut s = Split::default();
+    for p in paths {
+        if p.is_dir() {
+            match expand_inputs(std::slice::from_ref(p)) {
+                Err(IngestError::NoInputs { .. }) => {
+                    let before = s.parquet.len();
+                    walk_parquet(p, &mut s.parquet)?;
+                    if s.parquet.len() == before {
+                        s.rest.push(p.clone()); // empty: ingest says so as before
+                    }
+                }
+                Err(e) => return Err(e.into()),
+                Ok(_) => s.rest.push(p.clone()),
+            }
+        } else if is_parquet_file(p) {
+            s.parquet.push((p.clone(), true));
+        } else {
+            s.rest.push(p.clone());
+        }
+    }
+    Ok(s)
+}
+
+fn has_parquet_extension(p: &Path) -> bool {
+    p.extension().and_then(|x| x.to_str()).is_some_and(|x| x.eq_ignore_ascii_case("parquet"))
+}
+
+fn is_parquet_file(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let starts_par1 = std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"PAR1";
+    starts_par1 || has_parquet_extension(p)
+}
+
+/// `.parquet` files under `dir`, recursively in name order, hidden ones skipped.
+fn walk_parquet(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), Box<dyn Error>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for e in entries {
+        if e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        if e.is_dir() {
+            walk_parquet(&e, out)?;
+        } else if e.is_file() && has_parquet_extension(&e) {
+            out.push((e, false));
+        }
+    }
+    Ok(())
+}
+
+/// Reads `paths` into one table: [`split_inputs`], then [`load_split`].
+pub fn load(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
+    load_split(&split_inputs(paths)?, opts)
+}
+
+/// Reads the Parquet tables and the other inputs and merges them when that
+/// is sound. With no Parquet file this is `load_any`; with one table and
+/// nothing else, the table exactly as written.
+pub fn load_split(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
+    if s.parquet.is_empty() {
+        return Ok(load_any(&s.rest, opts)?);
+    }
+    let read: Vec<(&PathBuf, bool, Result<_, ReadError>)> =
+        s.parquet.par_iter().map(|(p, explicit)| (p, *explicit, read_table(p))).collect();
+    let mut parts: Vec<(String, OpTable)> = Vec::new();
+    let mut skipped_files = Vec::new();
+    for (path, explicit, res) in read {
+        match res {
+            Ok((table, sum)) => {
+                eprintln!(
+                    "{}: commlens table (schema {}{}), {} operations in {} row group{}{}",
+                    path.display(),
+                    sum.schema_version,
+                    sum.writer_version.map(|v| format!(", written by commlens {v}")).unwrap_or_default(),
+                    sum.rows,
+                    sum.row_groups,
+                    if sum.row_groups == 1 { "" } else { "s" },
+                    if sum.saturated_values > 0 {
+                        format!("; {} values at their column's maximum may have been clamped when written", sum.saturated_values)
+                    } else {
+                        String::new()
+                    }
+                );
+                parts.push((path.display().to_string(), table));
+            }
+            Err(e @ ReadError::NotCommlens { .. }) if !explicit => {
+                eprintln!("note: skipped {e}");
+                skipped_files.push((path.clone(), e.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut loaded = if s.rest.is_empty() {
+        if parts.is_empty() {
+            let paths = s.parquet.iter().map(|p| p.0.clone()).collect();
+            return Err(IngestError::NoInputs { paths }.into());
+        }
+        empty_loaded()
+    } else {
+        let other = load_any(&s.rest, opts)?;
+        let label = s.rest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: _ } = other;
+        parts.push((label, table));
+        Loaded { table: OpTable::default(), reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: Vec::new() }
+    };
+    loaded.skipped_files.extend(skipped_files);
+    loaded.table = merge_disjoint(parts)?;
+    Ok(loaded)
+}
+
+/// One table as it is; several only when no process appears in two of them
+/// (then merged and assembled like the files of one run).
+fn merge_disjoint(mut parts: Vec<(String, OpTable)>) -> Result<OpTable, Box<dyn Error>> {
+    if parts.len() == 1 {
+        return Ok(parts.pop().expect("one part").1);
+    }
+    let mut owner: HashMap<(&str, u32), usize> = HashMap::new();
+    for (i, (_, t)) in parts.iter().enumerate() {
+        for p in &t.processes {
+            if let Some(&j) = owner.get(&(p.host.as_str(), p.pid)).filter(|&&j| j != i) {
+                return Err(format!(
+                    "{} and {} both hold the operations of process {}:{}; a commlens Parquet table already holds \
+                     everything its inputs said, so reading it together with them (or with another table of the \
+                     same processes) would count operations twice: read it alone (to join NCCL logs with kernel \
+                     traces: commlens fuse --nccl-log LOGS --nsys|--kineto TRACES -o DIR)",
+                    parts[j].0, parts[i].0, p.host, p.pid
+                )
+                .into());
+            }
+            owner.insert((p.host.as_str(), p.pid), i);
+        }
+    }
+    let (mut table, _) = merge_tables(parts.into_iter().map(|p| p.1).collect());
+    // Merging drops the logical communicators (they span the parts) and
+    // global ranks come from the joined world communicator, as for logs.
+    commlens_core::assemble::assemble(&mut table);
+    Ok(table)
+}
+
+fn empty_loaded() -> Loaded {
+    Loaded {
+        table: OpTable::default(),
+        reports: Vec::new(),
+        traces: Vec::new(),
+        plugin_reports: Vec::new(),
+        nvidia_reports: Vec::new(),
+        skipped_files: Vec::new(),
+        remaps: Vec::new(),
+    }
+}
