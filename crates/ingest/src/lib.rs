@@ -7,7 +7,8 @@
 //! * [`inputs`]: expands files and folders, reads them in parallel, merges
 //!   the per-file tables and assembles global ranks and logical communicators;
 //! * [`merge`]: joins per-file tables, remapping their indices;
-//! * [`lines`], [`bytes`]: the buffered line reader and byte-scanning helpers.
+//! * [`lines`], [`lines_mapped`], [`bytes`]: the buffered and the memory-mapped
+//!   line readers and byte-scanning helpers.
 
 pub mod bytes;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod json_util;
 pub mod kernel_name;
 pub mod kineto;
 pub mod lines;
+pub mod lines_mapped;
 pub mod merge;
 pub mod nccl_log;
 pub mod nccl_tests;

@@ -1,16 +1,43 @@
-//! Streaming line reader over any `Read`, with gzip detection.
+//! Streaming line reader over any `Read`, with gzip detection, and the
+//! [`LineSource`] trait that it shares with the memory-mapped reader
+//! ([`crate::lines_mapped::MappedLines`]).
 //!
 //! Reads fixed-size chunks into one reusable buffer and hands out borrowed
 //! lines, so memory stays bounded by the chunk size plus the longest line,
 //! whatever the file size. Lines longer than `max_line` are cut into pieces of
 //! `max_line` bytes (and counted), which keeps a file without newlines from
 //! growing the buffer without bound.
+//!
+//! What a line is (both sources hand out exactly these): the bytes up to a
+//! `\n`, without it and without one trailing `\r`; when no `\n` follows within
+//! `max_line` bytes, a piece of `max_line` bytes (not `\r`-stripped, counted in
+//! `overlong_lines`); at the end, what is left without a `\n`, `\r`-stripped,
+//! when it is not empty.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
+/// Buffer growth step and the least room a `read()` gets (a read fills all
+/// free room, up to about 2 MiB). Measured for this reader alone on a 400 MB
+/// log in the page cache: 48 ms as is; with reads capped at 1 MiB 51 ms, at
+/// 256 KiB 59 ms, at 128 KiB 60 ms (`wc -l`: 47 ms). Fewer, larger reads win
+/// over a copy that stays in L2. Plain files are mapped instead
+/// ([`crate::lines_mapped`]); this path serves gzip and pipes.
 const CHUNK: usize = 1 << 20;
+
+/// A source of lines with the semantics described in the module doc; the log
+/// reader's loop is generic over it.
+pub trait LineSource {
+    /// The next line, borrowed until the next call; `None` at the end.
+    fn next_line(&mut self) -> io::Result<Option<&[u8]>>;
+    /// Number of the line last returned (1-based; 0 before the first).
+    fn line_no(&self) -> u64;
+    /// Bytes of the source read (or consumed) so far; the whole size at the end.
+    fn bytes_read(&self) -> u64;
+    /// Lines cut because they exceeded `max_line`.
+    fn overlong_lines(&self) -> u64;
+}
 
 pub struct LineReader<R> {
     src: R,
@@ -21,6 +48,7 @@ pub struct LineReader<R> {
     end: usize,
     eof: bool,
     max_line: usize,
+    newline: crate::bytes::ByteFinder,
     /// Number of the line last returned (1-based).
     pub line_no: u64,
     /// Bytes consumed from the source so far.
@@ -39,6 +67,7 @@ impl<R: Read> LineReader<R> {
             end: 0,
             eof: false,
             max_line,
+            newline: crate::bytes::ByteFinder::new(b'\n'),
             line_no: 0,
             bytes_read: 0,
             overlong_lines: 0,
@@ -46,7 +75,25 @@ impl<R: Read> LineReader<R> {
     }
 
     /// Returns the next line without its `\n` (and without a trailing `\r`).
+    #[inline]
     pub fn next_line(&mut self) -> io::Result<Option<&[u8]>> {
+        // The common case, inlined into the caller's loop: a whole line of
+        // normal length is in the buffer.
+        if let Some(i) = self.newline.find(&self.buf[self.pos..self.end]) {
+            if i <= self.max_line {
+                let start = self.pos;
+                self.pos += i + 1;
+                self.line_no += 1;
+                return Ok(Some(strip_cr(&self.buf[start..start + i])));
+            }
+        }
+        self.next_line_slow()
+    }
+
+    /// [`LineReader::next_line`] when the buffer holds no whole line of
+    /// normal length: cuts an overlong line, refills, or ends.
+    #[inline(never)]
+    fn next_line_slow(&mut self) -> io::Result<Option<&[u8]>> {
         loop {
             let avail = &self.buf[self.pos..self.end];
             if let Some(i) = memchr::memchr(b'\n', avail) {
@@ -110,8 +157,24 @@ impl<R: Read> LineReader<R> {
     }
 }
 
+impl<R: Read> LineSource for LineReader<R> {
+    #[inline]
+    fn next_line(&mut self) -> io::Result<Option<&[u8]>> {
+        LineReader::next_line(self)
+    }
+    fn line_no(&self) -> u64 {
+        self.line_no
+    }
+    fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+    fn overlong_lines(&self) -> u64 {
+        self.overlong_lines
+    }
+}
+
 #[inline]
-fn strip_cr(s: &[u8]) -> &[u8] {
+pub(crate) fn strip_cr(s: &[u8]) -> &[u8] {
     s.strip_suffix(b"\r").unwrap_or(s)
 }
 

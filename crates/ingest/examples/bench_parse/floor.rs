@@ -1,10 +1,12 @@
 //! Reference contenders for the benchmark, timed in the same run as `wc -l`
 //! and the reader: how fast could any reader of this shape be?
 //!
-//! * `lines`: the reader's own [`LineReader`] and nothing else, the cost of
-//!   handing out lines.
-//! * `floor`: a deliberately minimal scanner, far short of a reader: it splits
-//!   lines, remembers the previous line's `… NCCL LEVEL ` prefix (else finds
+//! * `lines`: the `read()`-based [`LineReader`] and nothing else, the cost of
+//!   handing out lines from a buffer (the reader's path for gzip and pipes).
+//! * `mapped-lines`: the memory-mapped [`MappedLines`] and nothing else, the
+//!   line source the reader uses for plain files.
+//! * `floor`: a deliberately minimal scanner, far short of a reader: it takes
+//!   lines from [`MappedLines`], remembers the previous line's `… NCCL LEVEL ` prefix (else finds
 //!   it with one substring search), and reads the eight numeric fields of each
 //!   `opCount` line into a checksum, stepping over the labels between them by
 //!   their known lengths. No processes, communicators, tuning
@@ -13,19 +15,36 @@
 //!   looks at every line can reach with scalar field parsing.
 
 use commlens_ingest::bytes::hex_digit;
-use commlens_ingest::lines::LineReader;
+use commlens_ingest::lines::{LineReader, LineSource};
+use commlens_ingest::lines_mapped::MappedLines;
 use std::fs::File;
 use std::path::Path;
 
 /// `lines=N` and a checksum of line lengths (so nothing is optimised away).
 pub fn child_lines(path: &Path) -> String {
     let f = File::open(path).unwrap_or_else(|e| super::fail(&format!("{}: {e}", path.display())));
-    let mut r = LineReader::new(f, 1 << 20);
+    sum_lines(&mut LineReader::new(f, 1 << 20))
+}
+
+/// [`child_lines`] over the memory-mapped line source.
+pub fn child_mapped_lines(path: &Path) -> String {
+    sum_lines(&mut open_mapped(path))
+}
+
+fn open_mapped(path: &Path) -> MappedLines {
+    match MappedLines::open(path, 1 << 20) {
+        Ok(Some(r)) => r,
+        Ok(None) => super::fail(&format!("{}: cannot be memory-mapped", path.display())),
+        Err(e) => super::fail(&format!("{}: {e}", path.display())),
+    }
+}
+
+fn sum_lines(r: &mut impl LineSource) -> String {
     let mut sum = 0u64;
     while let Some(line) = r.next_line().unwrap_or_else(|e| super::fail(&e.to_string())) {
         sum = sum.wrapping_add(line.len() as u64);
     }
-    format!("lines={} sum={sum}", r.line_no)
+    format!("lines={} sum={sum}", r.line_no())
 }
 
 #[inline]
@@ -62,8 +81,9 @@ const LABELS: [&[u8]; 7] =
 
 /// `lines=N ops=M sum=S` from the minimal scanner described above.
 pub fn child_floor(path: &Path) -> String {
-    let f = File::open(path).unwrap_or_else(|e| super::fail(&format!("{}: {e}", path.display())));
-    let mut r = LineReader::new(f, 1 << 20);
+    // The same line source as the reader on plain files, so the floor stays
+    // a bound on it.
+    let mut r = open_mapped(path);
     let finder = memchr::memmem::Finder::new(b" NCCL ");
     let mut prev: Vec<u8> = Vec::new();
     let (mut ops, mut sum) = (0u64, 0u64);
@@ -95,5 +115,5 @@ pub fn child_floor(path: &Path) -> String {
         sum = sum.wrapping_add(v);
         ops += 1;
     }
-    format!("lines={} ops={ops} sum={sum}", r.line_no)
+    format!("lines={} ops={ops} sum={sum}", r.line_no())
 }

@@ -18,9 +18,10 @@
 //! reports its peak RSS (`VmHWM`). Both are timed the same way: from spawn to
 //! exit of the child.
 //!
-//! Two reference contenders run the same way in the same run (see `floor`):
-//! the line reader alone, and a minimal scanner that reads only the fields of
-//! opCount lines. They show where the target sits against any reader of this
+//! Three reference contenders run the same way in the same run (see `floor`):
+//! the `read()`-based line reader alone, the memory-mapped line source alone
+//! (the one `read_path` uses for plain files), and a minimal scanner that
+//! reads only the fields of opCount lines. They show where the target sits against any reader of this
 //! shape, not just this one.
 
 use commlens_ingest::bytes::is_host_byte;
@@ -84,6 +85,9 @@ fn main() {
         Some("--child-lines") => {
             return println!("{}", floor::child_lines(Path::new(&argv.next().unwrap_or_else(|| usage()))));
         }
+        Some("--child-mapped-lines") => {
+            return println!("{}", floor::child_mapped_lines(Path::new(&argv.next().unwrap_or_else(|| usage()))));
+        }
         Some("--child-floor") => {
             return println!("{}", floor::child_floor(Path::new(&argv.next().unwrap_or_else(|| usage()))));
         }
@@ -124,7 +128,7 @@ fn main() {
     println!("best of {} runs each; MB = 10^6 bytes; both timed from spawn to exit of a child process", args.runs);
     println!();
     println!(
-        "{:>9} {:>11} {:>14} {:>6} {:>11} {:>10} {:>6} {:>12} {:>16} {:>16}",
+        "{:>9} {:>11} {:>14} {:>6} {:>11} {:>10} {:>6} {:>12} {:>16} {:>16} {:>16}",
         "size MB",
         "wc -l MB/s",
         "commlens MB/s",
@@ -134,6 +138,7 @@ fn main() {
         "procs",
         "peak RSS MB",
         "lines-only MB/s",
+        "mapped-lines MB/s",
         "floor MB/s"
     );
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("current_exe: {e}")));
@@ -173,12 +178,13 @@ fn main() {
         let wc_rate = size as f64 / MB / wc_best;
         let rate = size as f64 / MB / best;
         let lines_rate = size as f64 / MB / best_of(&exe, "--child-lines", f, args.runs);
+        let mapped_rate = size as f64 / MB / best_of(&exe, "--child-mapped-lines", f, args.runs);
         let floor_rate = size as f64 / MB / best_of(&exe, "--child-floor", f, args.runs);
         if wc_lines != child.lines.to_string() {
             println!("note: wc -l counted {wc_lines} lines, commlens {}", child.lines);
         }
         println!(
-            "{:>9.1} {:>11.0} {:>14.0} {:>6.2} {:>11} {:>10} {:>6} {:>12.1} {:>9.0} ({:.2}) {:>9.0} ({:.2})",
+            "{:>9.1} {:>11.0} {:>14.0} {:>6.2} {:>11} {:>10} {:>6} {:>12.1} {:>9.0} ({:.2}) {:>9.0} ({:.2}) {:>9.0} ({:.2})",
             size as f64 / MB,
             wc_rate,
             rate,
@@ -189,6 +195,8 @@ fn main() {
             peak_kb as f64 * 1024.0 / MB,
             lines_rate,
             lines_rate / wc_rate,
+            mapped_rate,
+            mapped_rate / wc_rate,
             floor_rate,
             floor_rate / wc_rate
         );
@@ -212,8 +220,10 @@ fn main() {
         worst * 100.0
     );
     println!(
-        "(in parentheses: share of wc -l. lines-only = the line reader alone; floor = a minimal scanner that reads \
-         only the opCount fields, no table: no reader of every line with scalar field parsing beats it)"
+        "(in parentheses: share of wc -l. lines-only = the read()-based line reader alone (gzip, pipes); \
+         mapped-lines = the memory-mapped line source alone (plain files, what commlens uses here); floor = a \
+         minimal scanner over mapped lines that reads only the opCount fields, no table: no reader of every line \
+         with scalar field parsing beats it)"
     );
     let mut cmd = format!("bash scripts/bench --mb {}", args.mb);
     if args.runs != 3 {

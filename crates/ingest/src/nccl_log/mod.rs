@@ -31,7 +31,8 @@ pub use report::ReadReport;
 pub use state::LogParser;
 
 use crate::error::IngestError;
-use crate::lines::{open_maybe_gz, LineReader};
+use crate::lines::{open_maybe_gz, LineReader, LineSource};
+use crate::lines_mapped::MappedLines;
 use commlens_core::{CollOp, OpTable};
 use std::io::Read;
 use std::path::Path;
@@ -54,11 +55,17 @@ pub struct ReadOptions {
     /// same table and report.
     #[doc(hidden)]
     pub fast_paths: bool,
+    /// [`read_path`] reads plain files through memory-mapped windows (on by
+    /// default; `COMMLENS_NO_MMAP=1` in the environment also turns it off).
+    /// Off, it reads with `read()`; tests read each log both ways and require
+    /// the same table and report.
+    #[doc(hidden)]
+    pub mmap: bool,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None, fast_paths: true }
+        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None, fast_paths: true, mmap: true }
     }
 }
 
@@ -70,14 +77,24 @@ pub fn read_stream(
     opts: &ReadOptions,
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
-    let mut reader = LineReader::new(src, opts.max_line);
+    read_lines(path, &mut LineReader::new(src, opts.max_line), opts, sink)
+}
+
+/// The reading loop, over either line source (monomorphised, so the line
+/// source's fast path inlines into it).
+fn read_lines<L: LineSource>(
+    path: &Path,
+    reader: &mut L,
+    opts: &ReadOptions,
+    sink: &mut dyn FnMut(CollOp),
+) -> Result<(OpTable, ReadReport), IngestError> {
     let mut parser = LogParser::with_fast_paths(opts.fast_paths);
     let mut first_line: Option<String> = None;
     let mut next_progress = 4u64 << 20;
     let mut reported = 0u64;
     let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
     loop {
-        let line_no = reader.line_no + 1;
+        let line_no = reader.line_no() + 1;
         let Some(line) = reader.next_line().map_err(io_err)? else { break };
         if line_no == 1 {
             if line.iter().take(4096).any(|&b| b == 0) {
@@ -90,24 +107,25 @@ pub fn read_stream(
             return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: line_no, first_line });
         }
         if let Some(p) = &opts.progress {
-            if reader.bytes_read >= next_progress {
-                p(reader.bytes_read - reported);
-                reported = reader.bytes_read;
-                next_progress = reader.bytes_read + (4 << 20);
+            let read = reader.bytes_read();
+            if read >= next_progress {
+                p(read - reported);
+                reported = read;
+                next_progress = read + (4 << 20);
             }
         }
     }
     parser.finish(sink);
     let mut report = parser.report;
     report.path = path.display().to_string();
-    report.bytes = reader.bytes_read;
-    report.lines = reader.line_no;
-    report.overlong_lines = reader.overlong_lines;
+    report.bytes = reader.bytes_read();
+    report.lines = reader.line_no();
+    report.overlong_lines = reader.overlong_lines();
     if report.nccl_segments == 0 {
         return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: report.lines, first_line });
     }
     if let Some(p) = &opts.progress {
-        p(reader.bytes_read - reported);
+        p(reader.bytes_read() - reported);
     }
     let mut table = parser.table;
     table.sources.push(report.path.clone());
@@ -115,13 +133,29 @@ pub fn read_stream(
 }
 
 /// Reads a file (gzip-compressed or plain), streaming operations to `sink`.
+/// Plain regular files are memory-mapped ([`MappedLines`]) unless
+/// [`ReadOptions::mmap`] is off or `COMMLENS_NO_MMAP` is set (to anything but
+/// `0`); the rest, and files the system will not map, are read with `read()`.
+/// Both give the same table and report.
 pub fn read_path(
     path: &Path,
     opts: &ReadOptions,
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
-    let src = open_maybe_gz(path).map_err(|e| IngestError::Io { path: path.to_path_buf(), source: e })?;
+    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    if opts.mmap && !mmap_disabled_by_env() {
+        if let Some(mut lines) = MappedLines::open(path, opts.max_line).map_err(io_err)? {
+            return read_lines(path, &mut lines, opts, sink);
+        }
+    }
+    let src = open_maybe_gz(path).map_err(io_err)?;
     read_stream(path, src, opts, sink)
+}
+
+/// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
+/// files that may be truncated while read (see [`crate::lines_mapped`]).
+fn mmap_disabled_by_env() -> bool {
+    std::env::var_os("COMMLENS_NO_MMAP").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Reads a file into a complete table: operations stored per rank, in line order.
