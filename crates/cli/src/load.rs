@@ -138,7 +138,7 @@ pub fn load_split(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error
             let paths = s.parquet.iter().map(|p| p.0.clone()).collect();
             return Err(IngestError::NoInputs { paths }.into());
         }
-        empty_loaded()
+        Loaded::empty()
     } else {
         let other = load_any(&s.rest, opts)?;
         let label = s.rest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
@@ -178,16 +178,4 @@ fn merge_disjoint(mut parts: Vec<(String, OpTable)>) -> Result<OpTable, Box<dyn 
     // global ranks come from the joined world communicator, as for logs.
     commlens_core::assemble::assemble(&mut table);
     Ok(table)
-}
-
-fn empty_loaded() -> Loaded {
-    Loaded {
-        table: OpTable::default(),
-        reports: Vec::new(),
-        traces: Vec::new(),
-        plugin_reports: Vec::new(),
-        nvidia_reports: Vec::new(),
-        skipped_files: Vec::new(),
-        remaps: Vec::new(),
-    }
 }

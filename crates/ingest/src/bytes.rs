@@ -49,6 +49,29 @@ pub fn hex_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// `a == b`, a word at a time: for the few dozen bytes of a line prefix or
+/// tail the parser compares, a call into `memcmp` costs more than this.
+#[inline]
+pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let mut i = 0;
+    while i + 8 < n {
+        if word(a, i) != word(b, i) {
+            return false;
+        }
+        i += 8;
+    }
+    // The last word, overlapping the previous one when `n` is no multiple of 8.
+    word(a, n - 8) == word(b, n - 8)
+}
+
 /// Value of a hex digit, or a value above 15 for any other byte.
 #[inline]
 pub fn hex_digit(b: u8) -> u8 {

@@ -312,7 +312,8 @@ where
 }
 
 impl Loaded {
-    fn empty() -> Loaded {
+    /// Nothing loaded yet.
+    pub fn empty() -> Loaded {
         Loaded {
             table: OpTable::default(),
             reports: Vec::new(),

@@ -12,7 +12,7 @@
 //! the rest. The tests in `tests/fast_paths.rs` read every real log both ways.
 
 use super::ops::{continue_op_fields, OpLine, OpLineError};
-use crate::bytes::hex_digit;
+use crate::bytes::{eq_words, hex_digit};
 use commlens_core::OpKind;
 
 /// Fast path for the field order every NCCL from 2.7 to 2.28 prints:
@@ -124,7 +124,7 @@ impl<T> Default for Recent<T> {
 impl<T: Copy + Default> Recent<T> {
     #[inline]
     fn lookup(&mut self, key: &[u8]) -> Option<T> {
-        let i = self.entries.iter().position(|e| e.0 == key.len() && same_bytes(&e.1[..e.0], key))?;
+        let i = self.entries.iter().position(|e| e.0 == key.len() && eq_words(&e.1[..e.0], key))?;
         if i > 0 {
             self.entries.swap(0, i);
         }
@@ -145,29 +145,6 @@ impl<T: Copy + Default> Recent<T> {
         e.2 = value;
         self.entries.insert(0, e);
     }
-}
-
-/// Whether two slices of the same length hold the same bytes, compared a
-/// word at a time (a call into `memcmp` costs more for a few dozen bytes).
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    if n < 8 {
-        return a == b;
-    }
-    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
-    let mut i = 0;
-    while i + 8 < n {
-        if word(a, i) != word(b, i) {
-            return false;
-        }
-        i += 8;
-    }
-    // The last word, overlapping the previous one when `n` is no multiple of 8.
-    word(a, n - 8) == word(b, n - 8)
 }
 
 /// [`super::ops::parse_op_fields`], reading the canonical fields first.

@@ -58,24 +58,6 @@ fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Whether `line` starts with `prefix` (at least 16 bytes, no longer than
-/// `line`, the first 8 known to be equal), compared a word at a time:
-/// prefixes are a few dozen bytes, where a call into `memcmp` costs more than
-/// the comparison.
-#[inline]
-fn starts_with_words(line: &[u8], prefix: &[u8]) -> bool {
-    let n = prefix.len();
-    // The first word is the entry's `head`, compared already.
-    let mut i = 8;
-    while i + 8 < n {
-        if word(line, i) != word(prefix, i) {
-            return false;
-        }
-        i += 8;
-    }
-    word(line, n - 8) == word(prefix, n - 8)
-}
-
 impl PrefixCache {
     /// The slot of the remembered prefix `line` starts with, moved towards
     /// the front.
@@ -89,7 +71,7 @@ impl PrefixCache {
             e.head == head
                 && e.bytes.len() <= line.len()
                 && e.key == word(line, e.key_at)
-                && starts_with_words(line, &e.bytes)
+                && crate::bytes::eq_words(&line[..e.bytes.len()], &e.bytes)
         })?;
         // Keep the threads that are writing now at the front (two threads
         // taking turns stay where they are).
