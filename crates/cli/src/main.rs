@@ -10,6 +10,7 @@ mod progress;
 mod parquet_out;
 mod render;
 mod report_data;
+mod spool;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -169,7 +170,13 @@ enum Command {
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
-    let result = match cli.command {
+    // Stream inputs (`-`, pipes) become files for the command's duration.
+    let mut streams = Vec::new();
+    let command = match spool_streams(cli.command, &mut streams) {
+        Ok(c) => c,
+        Err(e) => return finish(Err(e)),
+    };
+    let result = match command {
         Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
         Command::Trace { inputs, out } => cmd::trace::run(&inputs, &out),
@@ -201,6 +208,42 @@ fn main() -> ExitCode {
         Command::Demo { out } => cmd::demo::run(out),
     };
     finish(result)
+}
+
+/// The command with every stream among its inputs replaced by a copy in a
+/// file (see `spool`); the copies live as long as `guards`.
+fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<Command, Box<dyn std::error::Error>> {
+    let mut files = |v: Vec<PathBuf>| -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+        let (v, guard) = spool::spool(&v)?;
+        guards.push(guard);
+        Ok(v)
+    };
+    Ok(match command {
+        Command::Stats { inputs, format, verbose } => Command::Stats { inputs: files(inputs)?, format, verbose },
+        Command::Topo { inputs, format, verbose } => Command::Topo { inputs: files(inputs)?, format, verbose },
+        Command::Trace { inputs, out } => Command::Trace { inputs: files(inputs)?, out },
+        Command::Hang { inputs, format, still_running_ms } => {
+            Command::Hang { inputs: files(inputs)?, format, still_running_ms }
+        }
+        Command::Fuse { nccl_log, nsys, kineto, out, clock_sync, verbose } => Command::Fuse {
+            nccl_log: files(nccl_log)?,
+            nsys: files(nsys)?,
+            kineto: files(kineto)?,
+            out,
+            clock_sync,
+            verbose,
+        },
+        Command::Diff { a, b, threshold, format, all } => {
+            let (a, b) = (files(vec![a])?.remove(0), files(vec![b])?.remove(0));
+            Command::Diff { a, b, threshold, format, all }
+        }
+        Command::Report { inputs, out, model, baseline, title } => {
+            Command::Report { inputs: files(inputs)?, out, model, baseline: files(baseline)?, title }
+        }
+        Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
+        Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
+        c @ Command::Demo { .. } => c,
+    })
 }
 
 fn finish(result: cmd::CmdResult) -> ExitCode {

@@ -1,0 +1,127 @@
+//! Inputs that are streams rather than files: `-` (standard input), pipes
+//! and process substitutions (`commlens stats <(ssh node cat nccl.log)`),
+//! character devices.
+//!
+//! The readers work on paths and open an input more than once (a first look
+//! tells its kind — NCCL log, nccl-tests output, Kineto, nsys, Parquet … —
+//! then it is read), and a stream gives its bytes only once: the first look
+//! would swallow what the reader needs. So each stream input is copied once,
+//! in bounded pieces, to a file in the temporary folder, and that file is read
+//! instead; the copies are removed when the command ends ([`Spooled`]'s drop).
+//! Files and folders are passed through untouched.
+
+use std::error::Error;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The copies made for one command; removed when dropped.
+#[derive(Default)]
+pub struct Spooled {
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Whether `p` names a stream: `-`, or something that is neither a regular
+/// file nor a folder (a FIFO, `/dev/stdin` on a pipe, a character device).
+fn is_stream(p: &Path) -> bool {
+    if p.as_os_str() == "-" {
+        return true;
+    }
+    match std::fs::metadata(p) {
+        Ok(m) => !m.is_file() && !m.is_dir(),
+        // Missing paths are reported by the reader, with its own message.
+        Err(_) => false,
+    }
+}
+
+/// `inputs` with every stream replaced by a file holding its bytes, and the
+/// guard that removes those files. Without streams nothing is written.
+pub fn spool(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Spooled), Box<dyn Error>> {
+    let mut guard = Spooled::default();
+    let mut out = Vec::with_capacity(inputs.len());
+    for (k, p) in inputs.iter().enumerate() {
+        if !is_stream(p) {
+            out.push(p.clone());
+            continue;
+        }
+        let dir = match &guard.dir {
+            Some(d) => d.clone(),
+            None => {
+                // One folder per call: two calls of one process never share it.
+                static CALLS: AtomicUsize = AtomicUsize::new(0);
+                let call = CALLS.fetch_add(1, Ordering::Relaxed);
+                let d = std::env::temp_dir().join(format!("commlens-streams-{}-{call}", std::process::id()));
+                std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                guard.dir = Some(d.clone());
+                d
+            }
+        };
+        // Keep the stream's name readable in messages: `stdin`, `fd-63`, `fifo`.
+        let name = if p.as_os_str() == "-" {
+            "stdin".to_string()
+        } else {
+            p.file_name().map_or("stream".into(), |n| n.to_string_lossy().replace('/', "_"))
+        };
+        let name = if name.chars().all(|c| c.is_ascii_digit()) { format!("fd-{name}") } else { name };
+        let copy = dir.join(format!("{k}-{name}"));
+        let bytes = copy_stream(p, &copy).map_err(|e| format!("{}: {e}", p.display()))?;
+        eprintln!("note: {} is a stream; its {bytes} bytes were copied to {} to be read", p.display(), copy.display());
+        out.push(copy);
+    }
+    Ok((out, guard))
+}
+
+/// Copies the stream `from` (`-` = standard input) to the new file `to`.
+fn copy_stream(from: &Path, to: &Path) -> io::Result<u64> {
+    let mut w = BufWriter::with_capacity(1 << 20, File::create(to)?);
+    let n = if from.as_os_str() == "-" {
+        io::copy(&mut io::stdin().lock(), &mut w)?
+    } else {
+        io::copy(&mut File::open(from)?, &mut w)?
+    };
+    w.into_inner().map_err(|e| e.into_error())?.sync_all().ok();
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_and_folders_pass_through_and_nothing_is_written() {
+        let dir = std::env::temp_dir();
+        let file = dir.join(format!("commlens-spool-test-{}", std::process::id()));
+        std::fs::write(&file, b"x").unwrap();
+        let missing = dir.join("commlens-spool-test-missing");
+        let inputs = vec![file.clone(), dir.clone(), missing.clone()];
+        let (out, guard) = spool(&inputs).unwrap();
+        assert_eq!(out, inputs);
+        assert!(guard.dir.is_none());
+        std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
+    fn a_character_device_is_copied_and_the_copy_removed() {
+        // /dev/null is a character device: a stream of no bytes.
+        let dev = PathBuf::from("/dev/null");
+        if !dev.exists() {
+            return;
+        }
+        let (out, guard) = spool(std::slice::from_ref(&dev)).unwrap();
+        assert_ne!(out[0], dev);
+        assert_eq!(std::fs::metadata(&out[0]).unwrap().len(), 0);
+        assert!(out[0].file_name().unwrap().to_string_lossy().ends_with("null"));
+        let dir = guard.dir.clone().unwrap();
+        drop(guard);
+        assert!(!dir.exists());
+    }
+}
