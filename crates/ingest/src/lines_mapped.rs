@@ -46,6 +46,12 @@ pub const DEFAULT_WINDOW: usize = 16 << 20;
 /// maps from the page containing the offset where pages are larger).
 const ALIGN: u64 = 4096;
 
+/// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
+/// files that may be truncated while read (see the module doc).
+pub fn disabled_by_env() -> bool {
+    std::env::var_os("COMMLENS_NO_MMAP").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// Lines of a regular file, read through memory-mapped windows.
 pub struct MappedLines {
     file: File,

@@ -171,3 +171,34 @@ fn call_site_marks_are_removed() {
     assert_eq!(&*strip_call_sites(b"f(), not a site, x"), b"f(), not a site, x");
     assert_eq!(&*strip_call_sites(b"(), a.cu:1, x"), b"(), a.cu:1, x");
 }
+
+#[test]
+fn lines_passed_over_are_those_the_loop_ignores() {
+    use super::may_matter;
+    // Kept: rows and pieces of rows, headers, keyword lines, command lines.
+    for l in [
+        &b"#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"[..],
+        b"## size count type",
+        b"8 2 float sum -1 5.1 0.00 0.00 0 5.0 0.00 0.00 0",
+        b"#  Rank  0 Group  0 Pid 1 on host device  0 [0x17] NVIDIA A100",
+        b"# nThread 1 nGpus 1 minBytes 8 maxBytes 128M step: 2(factor) warmup iters: 5 iters: 20",
+        b"# Avg bus bandwidth    : 12.34",
+        b"# Collective test starting: all_reduce_perf",
+        b"mpirun -np 2 ./build/all_reduce_perf -b 8 -e 128M -f 2",
+        "\u{3000}size count".as_bytes(),
+    ] {
+        assert!(may_matter(l), "{}", String::from_utf8_lossy(l));
+    }
+    // Passed over: NCCL debug lines, blank and other program output.
+    for l in [
+        &b"mew0:64904:64904 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7 recvbuff 0x9 count 2 datatype 7"[..],
+        b"",
+        b"#",
+        b"# # size count type",
+        b"#  Using devices",
+        b"Collective test concluded: all_reduce",
+        b"# Out of bounds values : 0 OK",
+    ] {
+        assert!(!may_matter(l), "{}", String::from_utf8_lossy(l));
+    }
+}

@@ -119,8 +119,9 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
 /// the results are returned (and printed only when `alone`), so that one
 /// document holds everything.
 fn print_benchmarks(files: &[PathBuf], format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    use rayon::prelude::*;
     let read: Vec<_> =
-        files.iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect::<Result<_, _>>()?;
+        files.par_iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect::<Result<_, _>>()?;
     match format {
         Format::Json => {
             let v = serde_json::to_value(&read)?;

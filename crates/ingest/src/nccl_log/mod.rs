@@ -143,7 +143,7 @@ pub fn read_path(
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
     let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    if opts.mmap && !mmap_disabled_by_env() {
+    if opts.mmap && !crate::lines_mapped::disabled_by_env() {
         if let Some(mut lines) = MappedLines::open(path, opts.max_line).map_err(io_err)? {
             return read_lines(path, &mut lines, opts, sink);
         }
@@ -152,11 +152,6 @@ pub fn read_path(
     read_stream(path, src, opts, sink)
 }
 
-/// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
-/// files that may be truncated while read (see [`crate::lines_mapped`]).
-fn mmap_disabled_by_env() -> bool {
-    std::env::var_os("COMMLENS_NO_MMAP").is_some_and(|v| !v.is_empty() && v != "0")
-}
 
 /// Reads a file into a complete table: operations stored per rank, in line order.
 pub fn load_path(path: &Path, opts: &ReadOptions) -> Result<(OpTable, ReadReport), IngestError> {
