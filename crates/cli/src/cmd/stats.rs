@@ -10,6 +10,7 @@ use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
 use commlens_ingest::inputs::{expand_inputs, load_inputs_with, sniff, InputFormat};
 use commlens_ingest::nccl_log::ReadOptions;
+use commlens_ingest::nccl_tests::BenchFile;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
@@ -28,13 +29,9 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         }
     }
     let only_benchmarks = rest.is_empty() && split.parquet.is_empty();
-    // JSON stays one document: the benchmark results join the stats object.
-    let mut bench_json = serde_json::Value::Null;
-    if !bench.is_empty() {
-        bench_json = print_benchmarks(&bench, format, only_benchmarks)?;
-        if only_benchmarks {
-            return Ok(());
-        }
+    if !bench.is_empty() && only_benchmarks {
+        print_benchmarks(read_benchmarks(&bench)?, format, true)?;
+        return Ok(());
     }
     let inputs = if bench.is_empty() { split.rest.clone() } else { rest };
     let inputs = &inputs[..];
@@ -49,6 +46,8 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         // Kernel traces and tables are small next to logs: read whole, then aggregate.
         let both = crate::load::Split { parquet: split.parquet.clone(), rest: inputs.to_vec() };
         let loaded = crate::load::load_split(&both, &ReadOptions::default())?;
+        // JSON stays one document: the benchmark results join the stats object.
+        let bench_json = print_benchmarks(read_benchmarks(&bench)?, format, false)?;
         eprint!("{}", render::trace_summary(&loaded.traces, verbose));
         for r in &loaded.plugin_reports {
             eprintln!(
@@ -82,10 +81,17 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     }
     let (progress, bar) = crate::progress::for_inputs(inputs);
     let opts = ReadOptions { progress, ..ReadOptions::default() };
-    let (loaded, aggs) = load_inputs_with(inputs, &opts, false, Aggregate::default, |a, op| a.add(op))?;
+    // Logs that share stdout with nccl-tests hold both: their benchmark
+    // tables are read while the logs are.
+    let (loaded, read) = rayon::join(
+        || load_inputs_with(inputs, &opts, false, Aggregate::default, |a, op| a.add(op)),
+        || read_benchmarks(&bench),
+    );
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    let (loaded, aggs) = loaded?;
+    let bench_json = print_benchmarks(read?, format, false)?;
     let mut agg = Aggregate::default();
     for (a, r) in aggs.into_iter().zip(&loaded.remaps) {
         if !a.cells.is_empty() {
@@ -115,13 +121,19 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
 }
 
-/// nccl-tests outputs: a summary per run, then each run's sizes. In JSON
-/// the results are returned (and printed only when `alone`), so that one
-/// document holds everything.
-fn print_benchmarks(files: &[PathBuf], format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+/// The nccl-tests outputs among the inputs, read in parallel.
+fn read_benchmarks(files: &[PathBuf]) -> Result<Vec<BenchFile>, commlens_ingest::IngestError> {
     use rayon::prelude::*;
-    let read: Vec<_> =
-        files.par_iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect::<Result<_, _>>()?;
+    files.par_iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect()
+}
+
+/// nccl-tests outputs: a summary per run, then each run's sizes (nothing
+/// when there are none). In JSON the results are returned (and printed only
+/// when `alone`), so that one document holds everything.
+fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    if read.is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
     match format {
         Format::Json => {
             let v = serde_json::to_value(&read)?;
