@@ -31,10 +31,10 @@
 //! turns mapping off (checked by [`crate::nccl_log::read_path`]). A file that grows
 //! while being read is read up to its size at open.
 
-use crate::lines::{strip_cr, LineSource};
+use crate::lines::{open_maybe_gz, strip_cr, LineReader, LineSource};
 use memmap2::{Mmap, MmapOptions};
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 /// Window size when none is given. Lines alone over a 400 MB log: 4 MiB
@@ -269,6 +269,54 @@ impl LineSource for MappedLines {
     }
     fn overlong_lines(&self) -> u64 {
         self.overlong_lines
+    }
+}
+
+/// The lines of a file, from whichever source applies: mapped windows for a
+/// plain file (unless `allow_mmap` is false or [`disabled_by_env`]), else
+/// `read()` with gzip detection. The one place that choice is made, for every
+/// reader of line-oriented files.
+pub enum FileLines {
+    Mapped(MappedLines),
+    Read(LineReader<Box<dyn Read + Send>>),
+}
+
+impl FileLines {
+    pub fn open(path: &Path, max_line: usize, allow_mmap: bool) -> io::Result<FileLines> {
+        if allow_mmap && !disabled_by_env() {
+            if let Some(m) = MappedLines::open(path, max_line)? {
+                return Ok(FileLines::Mapped(m));
+            }
+        }
+        Ok(FileLines::Read(LineReader::new(open_maybe_gz(path)?, max_line)))
+    }
+}
+
+impl LineSource for FileLines {
+    #[inline(always)]
+    fn next_line(&mut self) -> io::Result<Option<&[u8]>> {
+        match self {
+            FileLines::Mapped(m) => m.next_line(),
+            FileLines::Read(r) => r.next_line(),
+        }
+    }
+    fn line_no(&self) -> u64 {
+        match self {
+            FileLines::Mapped(m) => LineSource::line_no(m),
+            FileLines::Read(r) => r.line_no,
+        }
+    }
+    fn bytes_read(&self) -> u64 {
+        match self {
+            FileLines::Mapped(m) => LineSource::bytes_read(m),
+            FileLines::Read(r) => r.bytes_read,
+        }
+    }
+    fn overlong_lines(&self) -> u64 {
+        match self {
+            FileLines::Mapped(m) => LineSource::overlong_lines(m),
+            FileLines::Read(r) => r.overlong_lines,
+        }
     }
 }
 

@@ -23,12 +23,13 @@
 //! parse are counted and reported with their line numbers.
 
 use crate::error::IngestError;
-use crate::lines::{open_maybe_gz, LineReader, LineSource};
-use memchr::memmem;
-use std::sync::LazyLock;
+use crate::lines::LineSource;
+use crate::lines_mapped::FileLines;
 use commlens_core::OpKind;
+use memchr::memmem;
 use serde::Serialize;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// One direction of a result row (nccl-tests times in µs, bandwidths in GB/s).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -96,17 +97,7 @@ pub fn looks_like_nccl_tests(head: &[u8]) -> bool {
 /// Reads every table of an nccl-tests output (plain or gzip).
 pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
     let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    if !crate::lines_mapped::disabled_by_env() {
-        if let Some(mut lines) = crate::lines_mapped::MappedLines::open(path, 1 << 20).map_err(io)? {
-            return read_tables(path, &mut lines);
-        }
-    }
-    read_tables(path, &mut LineReader::new(open_maybe_gz(path).map_err(io)?, 1 << 20))
-}
-
-/// [`read_nccl_tests`] over either line source.
-fn read_tables(path: &Path, reader: &mut impl LineSource) -> Result<BenchFile, IngestError> {
-    let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let mut reader = FileLines::open(path, 1 << 20, true).map_err(io)?;
     let file_kind = kind_in_text(&path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default());
     let mut st = State::default();
     let mut out = BenchFile { path: path.display().to_string(), runs: Vec::new(), malformed: Vec::new() };

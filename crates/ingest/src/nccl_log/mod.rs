@@ -31,8 +31,8 @@ pub use report::ReadReport;
 pub use state::LogParser;
 
 use crate::error::IngestError;
-use crate::lines::{open_maybe_gz, LineReader, LineSource};
-use crate::lines_mapped::MappedLines;
+use crate::lines::{LineReader, LineSource};
+use crate::lines_mapped::FileLines;
 use commlens_core::{CollOp, OpTable};
 use std::io::Read;
 use std::path::Path;
@@ -133,7 +133,7 @@ fn read_lines<L: LineSource>(
 }
 
 /// Reads a file (gzip-compressed or plain), streaming operations to `sink`.
-/// Plain regular files are memory-mapped ([`MappedLines`]) unless
+/// Plain regular files are memory-mapped ([`FileLines`]) unless
 /// [`ReadOptions::mmap`] is off or `COMMLENS_NO_MMAP` is set (to anything but
 /// `0`); the rest, and files the system will not map, are read with `read()`.
 /// Both give the same table and report.
@@ -142,14 +142,9 @@ pub fn read_path(
     opts: &ReadOptions,
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
-    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    if opts.mmap && !crate::lines_mapped::disabled_by_env() {
-        if let Some(mut lines) = MappedLines::open(path, opts.max_line).map_err(io_err)? {
-            return read_lines(path, &mut lines, opts, sink);
-        }
-    }
-    let src = open_maybe_gz(path).map_err(io_err)?;
-    read_stream(path, src, opts, sink)
+    let mut lines = FileLines::open(path, opts.max_line, opts.mmap)
+        .map_err(|e| IngestError::Io { path: path.to_path_buf(), source: e })?;
+    read_lines(path, &mut lines, opts, sink)
 }
 
 
