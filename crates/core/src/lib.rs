@@ -10,6 +10,8 @@
 //!   logical communicators and the [`model::CollOp`] record, gathered in an
 //!   [`model::OpTable`];
 //! * [`topo`]: the hardware topology graph NCCL prints at init;
+//! * [`tuning`]: what NCCL logs about its tuning (search graphs, thresholds, the
+//!   latency/bandwidth table);
 //! * [`assemble`]: global-rank assignment and logical-communicator inference,
 //!   which turn per-process facts into one consistent table.
 //!
@@ -21,6 +23,7 @@ pub mod enums;
 pub mod inflight;
 pub mod model;
 pub mod topo;
+pub mod tuning;
 
 pub use enums::{Algorithm, DataType, NcclVersion, OpKind, Protocol, RedOp};
 pub use model::{

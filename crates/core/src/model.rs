@@ -102,6 +102,8 @@ pub struct CommMember {
     pub trees: Vec<TreeChannel>,
     /// Transport per connection (`Channel 00/0 : 1[1] -> 0[0] via P2P/IPC`).
     pub connections: Vec<Connection>,
+    /// What init logged about tuning (search graphs, thresholds, table).
+    pub tuning: Option<Box<crate::tuning::TuningInfo>>,
     /// Number of operations seen on this handle.
     pub n_ops: u64,
     /// Order-sensitive hash of the operation kinds seen (thesis eq. 4.4), used
@@ -126,6 +128,7 @@ impl CommMember {
             rings: Vec::new(),
             trees: Vec::new(),
             connections: Vec::new(),
+            tuning: None,
             n_ops: 0,
             op_seq_hash: SEQ_HASH_SEED,
             logical: None,

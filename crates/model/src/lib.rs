@@ -1,0 +1,25 @@
+//! The collective performance model of commlens: what NCCL does on a given
+//! cluster, and how long it takes.
+//!
+//! * [`gpu`]: GPU models (compute capability, NVLink, memory, peak throughput);
+//! * [`cluster`]: the one cluster description the model, the simulator and the
+//!   planner share; [`presets`] builds the named ones;
+//! * [`tuner`]: NCCL's tuner re-implemented (latency/bandwidth tables per
+//!   release, algorithm/protocol/channel choice, its time estimate);
+//! * [`graph`]: an emulation of NCCL's topology search on a cluster, the
+//!   tuner's input when no log printed the real one;
+//! * [`predict`]: per-call predictions (time, algbw, busbw) that bound NCCL's
+//!   model by the cluster's physical links, and nccl-tests style sweeps.
+//!
+//! No I/O: readers hand facts in, the CLI prints what comes out.
+
+pub mod cluster;
+pub mod gpu;
+pub mod from_run;
+pub mod graph;
+pub mod predict;
+pub mod presets;
+pub mod tuner;
+
+pub use cluster::{Cluster, LinkClass};
+pub use predict::{Prediction, Predictor};

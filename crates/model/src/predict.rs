@@ -1,0 +1,248 @@
+//! Predictions for single calls and nccl-tests style sweeps.
+//!
+//! NCCL's tuner decides the algorithm, protocol and channels; its time model
+//! (latency + bytes / bandwidth, with the tree correction and ring plateau)
+//! gives the shape of the curve. Its bandwidths are NCCL's own view of the
+//! links, so the prediction scales them by the achieved fraction of the
+//! bottleneck link class ([`crate::cluster::Efficiency`]) and bounds them by
+//! what the cluster's links can physically carry for the algorithm
+//! ([`Predictor::ceiling_algbw`]). AllToAll and Send/Recv, which NCCL runs as
+//! grouped point-to-point transfers outside the tuner, are timed from the
+//! same links.
+//!
+//! Sizes follow nccl-tests: `size` is the buffer size nccl-tests prints
+//! (`max(send, recv)` bytes), busbw uses its bus factors.
+
+use commlens_core::{Algorithm, NcclVersion, OpKind, Protocol};
+use serde::Serialize;
+
+use crate::cluster::{Cluster, LinkClass};
+use crate::graph::{graphs_for, nccl_intra_bw};
+use crate::tuner::{tune, tuner_bytes, Choice, Graph, NcclEnv, TuneInput, TuneTable};
+use crate::tuner::tables::N_ALGOS;
+
+/// The NCCL release assumed when none is known.
+pub const DEFAULT_VERSION: NcclVersion = NcclVersion::new(2, 27, 7);
+
+/// One predicted call.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prediction {
+    pub kind: OpKind,
+    /// nccl-tests `size`: bytes of the larger of the send and receive buffers.
+    pub size_bytes: u64,
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub n_channels: u32,
+    pub time_us: f64,
+    pub algbw_gb_s: f64,
+    pub busbw_gb_s: f64,
+    /// NCCL's own estimate for the call, µs (none for point-to-point).
+    pub nccl_time_us: Option<f64>,
+    /// The link class that bounds the bandwidth.
+    pub bottleneck: LinkClass,
+}
+
+/// nccl-tests' bus factor for a collective over `n` ranks.
+pub fn bus_factor(kind: OpKind, n: u32) -> f64 {
+    let n = n.max(1) as f64;
+    match kind {
+        OpKind::AllReduce => 2.0 * (n - 1.0) / n,
+        OpKind::AllGather | OpKind::ReduceScatter | OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => {
+            (n - 1.0) / n
+        }
+        _ => 1.0,
+    }
+}
+
+/// Predicts calls of one communicator shape on one cluster.
+#[derive(Debug, Clone)]
+pub struct Predictor {
+    pub cluster: Cluster,
+    pub nranks: u32,
+    pub nnodes: u32,
+    pub table: TuneTable,
+    /// Per-GPU intra-node bandwidth as NCCL rates it, GB/s, and its link class.
+    intra_bw: f64,
+    intra_class: LinkClass,
+}
+
+impl Predictor {
+    /// `nranks` ranks over `nnodes` nodes of `cluster`, NCCL `version`, environment `env`.
+    pub fn new(cluster: &Cluster, nranks: u32, nnodes: u32, version: NcclVersion, env: NcclEnv) -> Predictor {
+        let (shape, graphs) = graphs_for(cluster, nranks.max(1), nnodes.max(1));
+        Predictor::with_graphs(cluster, shape, graphs, version, env)
+    }
+
+    /// As [`Predictor::new`], with search results a log printed.
+    pub fn with_graphs(
+        cluster: &Cluster,
+        shape: crate::tuner::CommShape,
+        graphs: [Option<Graph>; N_ALGOS],
+        version: NcclVersion,
+        env: NcclEnv,
+    ) -> Predictor {
+        let (nranks, nnodes) = (shape.nranks.max(1), shape.nnodes.clamp(1, shape.nranks.max(1)));
+        let ppn = (nranks / nnodes).max(1);
+        let table = tune(&TuneInput { version, shape, graphs, env });
+        let (intra_bw, _, intra_class) =
+            if ppn > 1 { nccl_intra_bw(cluster, ppn) } else { (f64::INFINITY, commlens_core::LinkKind::Loc, LinkClass::NvLink) };
+        Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class }
+    }
+
+    fn ppn(&self) -> u32 {
+        (self.nranks / self.nnodes).max(1)
+    }
+
+    /// Achieved per-GPU intra-node bandwidth, GB/s.
+    fn intra_eff(&self) -> f64 {
+        self.intra_bw * self.cluster.eff(self.intra_class)
+    }
+
+    /// Achieved network bandwidth of one node, GB/s.
+    fn node_net_eff(&self) -> f64 {
+        self.cluster.node_net_gb_s(self.nnodes) * self.cluster.efficiency.net
+    }
+
+    /// Achieved bandwidth of the NIC serving one GPU, GB/s.
+    fn gpu_nic_eff(&self) -> f64 {
+        // A GPU drives one NIC, or several when the node has more NICs than ranks.
+        let nics = self.cluster.nics.per_node.max(1) as f64;
+        self.node_net_eff() / nics.min(self.ppn() as f64).max(1.0)
+    }
+
+    /// The highest algorithm bandwidth the cluster's links allow for an
+    /// algorithm, GB/s, and the link class that sets it. In-network reductions
+    /// (NVLS, CollNet) move each buffer once per direction; everything else is
+    /// bounded by nccl-tests' bus convention (busbw ≤ bottleneck link).
+    pub fn ceiling_algbw(&self, kind: OpKind, algo: Option<Algorithm>) -> (f64, LinkClass) {
+        let n = self.nranks;
+        let bf = bus_factor(kind, n).max(1e-9);
+        let in_network = matches!(algo, Some(Algorithm::Nvls | Algorithm::NvlsTree | Algorithm::CollNetDirect | Algorithm::CollNetChain));
+        let mut best = (f64::INFINITY, self.intra_class);
+        if self.ppn() > 1 {
+            let intra = self.intra_eff();
+            let v = if in_network { intra } else { intra / bf };
+            best = (v, self.intra_class);
+        }
+        if self.nnodes > 1 {
+            let node = self.node_net_eff();
+            let ppn = self.ppn() as f64;
+            let v = match kind {
+                OpKind::AllToAll => {
+                    let off_node = (n as f64 - ppn) / n as f64;
+                    node / (ppn * off_node).max(1e-9)
+                }
+                OpKind::Send | OpKind::Recv | OpKind::SendRecv => self.gpu_nic_eff(),
+                OpKind::AllReduce if matches!(algo, Some(Algorithm::Tree | Algorithm::NvlsTree)) => node,
+                _ if in_network => node,
+                _ => node / bf,
+            };
+            if v < best.0 {
+                best = (v, LinkClass::Net);
+            }
+        }
+        best
+    }
+
+    /// Predicts one call of nccl-tests `size_bytes`.
+    pub fn predict(&self, kind: OpKind, size_bytes: u64) -> Prediction {
+        let n = self.nranks;
+        if n <= 1 {
+            return Prediction {
+                kind,
+                size_bytes,
+                algo: None,
+                proto: None,
+                n_channels: 0,
+                time_us: 0.0,
+                algbw_gb_s: 0.0,
+                busbw_gb_s: 0.0,
+                nccl_time_us: None,
+                bottleneck: self.intra_class,
+            };
+        }
+        let (time_us, choice) = match kind {
+            OpKind::AllReduce | OpKind::AllGather | OpKind::ReduceScatter | OpKind::Broadcast | OpKind::Reduce => {
+                let tb = tuner_bytes(kind, self.per_rank_bytes(kind, size_bytes), n);
+                match self.table.choose(kind, tb) {
+                    Some(c) => (self.collective_time(kind, tb, &c), Some(c)),
+                    None => (self.p2p_time(kind, size_bytes), None),
+                }
+            }
+            _ => (self.p2p_time(kind, size_bytes), None),
+        };
+        let (_, bottleneck) = self.ceiling_algbw(kind, choice.map(|c| c.algo));
+        let algbw = if time_us > 0.0 { size_bytes as f64 / (time_us * 1e3) } else { 0.0 };
+        Prediction {
+            kind,
+            size_bytes,
+            algo: choice.map(|c| c.algo),
+            proto: choice.map(|c| c.proto),
+            n_channels: choice.map_or(self.table.n_channels, |c| c.n_channels),
+            time_us,
+            algbw_gb_s: algbw,
+            busbw_gb_s: algbw * bus_factor(kind, n),
+            nccl_time_us: choice.map(|c| c.time_us),
+            bottleneck,
+        }
+    }
+
+    fn per_rank_bytes(&self, kind: OpKind, size: u64) -> u64 {
+        match kind {
+            OpKind::AllGather | OpKind::ReduceScatter => size / self.nranks.max(1) as u64,
+            _ => size,
+        }
+    }
+
+    /// Time of a tuned collective: NCCL's latency and corrections, bandwidth
+    /// scaled to what the bottleneck link achieves and bounded by the ceiling.
+    fn collective_time(&self, kind: OpKind, tuner_bytes: u64, c: &Choice) -> f64 {
+        let nccl = self.table.algo_time_us(kind, c.algo, c.proto, tuner_bytes).unwrap_or(c.time_us);
+        let f = crate::tuner::func_index(kind).unwrap_or(4);
+        let (a, p) = (crate::tuner::algo_index(c.algo), crate::tuner::proto_index(c.proto));
+        let bw_table = self.table.bw[f][a][p].max(1e-9);
+        let lat = (nccl - tuner_bytes as f64 / (1000.0 * bw_table)).max(0.0);
+        // What NCCL's model believes the call achieves, with its corrections.
+        let bw_model = tuner_bytes as f64 / (1000.0 * (nccl - lat).max(1e-9));
+        let class = if self.nnodes > 1 { LinkClass::Net } else { self.intra_class };
+        let scaled = bw_model * self.cluster.eff(class);
+        // The ceiling is in nccl-tests' algbw (size / time); the tuner's bytes
+        // are the whole buffer, which for AllGather/ReduceScatter is the size.
+        let (ceiling, _) = self.ceiling_algbw(kind, Some(c.algo));
+        let bw = scaled.min(ceiling);
+        lat + tuner_bytes as f64 / (1000.0 * bw)
+    }
+
+    /// AllToAll and Send/Recv: grouped point-to-point transfers on all channels.
+    fn p2p_time(&self, kind: OpKind, size: u64) -> f64 {
+        let n = self.nranks as f64;
+        let net = self.nnodes > 1;
+        let peers = match kind {
+            OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => n - 1.0,
+            _ => 1.0,
+        };
+        let base = 8.0 + if net { self.cluster.net_latency_us(self.nnodes) * 2.0 } else { 2.0 };
+        let lat = base + peers * if net { 1.0 } else { 0.3 };
+        let (ceiling, _) = self.ceiling_algbw(kind, None);
+        let wire = match kind {
+            OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => size as f64,
+            _ => size as f64,
+        };
+        lat + wire / (1000.0 * ceiling)
+    }
+
+    /// An nccl-tests sweep: `min` to `max` bytes, multiplied by `factor`.
+    pub fn sweep(&self, kind: OpKind, min: u64, max: u64, factor: u64) -> Vec<Prediction> {
+        let mut out = Vec::new();
+        let mut s = min.max(1);
+        while s <= max {
+            out.push(self.predict(kind, s));
+            let next = s.saturating_mul(factor.max(2));
+            if next == s {
+                break;
+            }
+            s = next;
+        }
+        out
+    }
+}
