@@ -44,6 +44,24 @@ fn snap(bw: f64, sm: u32, inter: bool) -> f64 {
     l.iter().copied().find(|&s| s <= bw + 1e-9).unwrap_or(l[l.len() - 1])
 }
 
+/// The ladder rung and channel count that carry the most of `bw` GB/s.
+fn best_fit(bw: f64, sm: u32) -> (f64, u32) {
+    let mut best = (ladder(sm, false)[ladder(sm, false).len() - 1], 1u32);
+    let mut best_total = 0.0;
+    for &s in ladder(sm, false) {
+        if s > bw + 1e-9 {
+            continue;
+        }
+        let n = ((bw + 1e-9) / s).floor().clamp(1.0, SEARCH_MAX_CHANNELS as f64) as u32;
+        let total = n as f64 * s;
+        if total > best_total + 1e-9 {
+            best_total = total;
+            best = (s, n);
+        }
+    }
+    best
+}
+
 /// Per-GPU intra-node bandwidth as NCCL's topology rates it, GB/s, and the path type.
 pub fn nccl_intra_bw(c: &Cluster, local: u32) -> (f64, LinkKind, LinkClass) {
     let (nominal, class) = c.intra_gb_s(local);
@@ -73,8 +91,10 @@ pub fn graphs_for(c: &Cluster, nranks: u32, nnodes: u32) -> (CommShape, [Option<
 
     let (mut nch, mut bw_intra, mut bw_inter, type_inter);
     if nnodes == 1 {
-        let speed = snap(intra_bw, sm, false);
-        nch = ((intra_bw / speed).floor() as u32).clamp(1, SEARCH_MAX_CHANNELS);
+        // The search keeps the rung that fits the most bandwidth in at most
+        // 16 channels (a higher rung wins a tie, as the search tries it first).
+        let (speed, n) = best_fit(intra_bw, sm);
+        nch = n;
         bw_intra = speed;
         bw_inter = speed;
         type_inter = LinkKind::Pix;

@@ -21,6 +21,9 @@ use crate::graph::{graphs_for, nccl_intra_bw};
 use crate::tuner::{tune, tuner_bytes, Choice, Graph, NcclEnv, TuneInput, TuneTable};
 use crate::tuner::tables::N_ALGOS;
 
+/// The one-way network latency NCCL's NET latency constants correspond to (InfiniBand), µs.
+const IB_LATENCY_US: f64 = 2.0;
+
 /// The NCCL release assumed when none is known.
 pub const DEFAULT_VERSION: NcclVersion = NcclVersion::new(2, 27, 7);
 
@@ -210,7 +213,31 @@ impl Predictor {
         // are the whole buffer, which for AllGather/ReduceScatter is the size.
         let (ceiling, _) = self.ceiling_algbw(kind, Some(c.algo));
         let bw = scaled.min(ceiling);
-        lat + tuner_bytes as f64 / (1000.0 * bw)
+        self.physical_latency(kind, c.algo, lat) + tuner_bytes as f64 / (1000.0 * bw)
+    }
+
+    /// NCCL's latency scaled to measured calls, plus what a slower network
+    /// than the InfiniBand NCCL's constants assume adds on every inter-node step.
+    fn physical_latency(&self, kind: OpKind, algo: Algorithm, tuner_lat: f64) -> f64 {
+        let mut tuner_lat = tuner_lat;
+        if matches!(kind, OpKind::Broadcast | OpKind::Reduce) {
+            // NCCL charges a chained Broadcast/Reduce one hop when its rings share
+            // channels; the data still crosses n − 1 hops before the last rank has it.
+            let hop = if self.nnodes > 1 { 2.7 } else if self.intra_class == LinkClass::NvLink { 0.6 } else { 1.0 };
+            tuner_lat += (self.nranks as f64 - 2.0).max(0.0) * hop;
+        }
+        let mut lat = tuner_lat * self.cluster.efficiency.latency_scale;
+        if self.nnodes > 1 {
+            let extra = (self.cluster.net_latency_us(self.nnodes) - IB_LATENCY_US).max(0.0);
+            let nn = self.nnodes as f64;
+            let steps = match algo {
+                Algorithm::Ring if kind == OpKind::AllReduce => 2.0 * (nn - 1.0),
+                Algorithm::Ring => nn - 1.0,
+                _ => 2.0 * nn.log2().ceil().max(1.0),
+            };
+            lat += extra * steps;
+        }
+        lat
     }
 
     /// AllToAll and Send/Recv: grouped point-to-point transfers on all channels.
@@ -221,8 +248,9 @@ impl Predictor {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => n - 1.0,
             _ => 1.0,
         };
-        let base = 8.0 + if net { self.cluster.net_latency_us(self.nnodes) * 2.0 } else { 2.0 };
-        let lat = base + peers * if net { 1.0 } else { 0.3 };
+        // Launch and group setup as a tuned collective's base, one handshake per peer.
+        let base = 8.4 + if net { self.cluster.net_latency_us(self.nnodes) * 2.0 } else { 3.4 };
+        let lat = (base + peers * if net { 6.0 } else { 5.0 }) * self.cluster.efficiency.latency_scale;
         let (ceiling, _) = self.ceiling_algbw(kind, None);
         let wire = match kind {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => size as f64,
