@@ -165,6 +165,40 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// What NCCL should reach on a cluster: an nccl-tests style table (time,
+    /// algbw, busbw, algorithm, protocol, channels) from NCCL's tuner bounded
+    /// by the cluster's links; or measured against predicted (`--against`).
+    Predict {
+        /// all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
+        collective: Option<String>,
+        /// A preset (`commlens cluster list`); default dgx-h100.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// NICs per node and speed, e.g. 8x400g.
+        #[arg(long)]
+        nic: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        nodes: u32,
+        #[arg(long)]
+        gpus_per_node: Option<u32>,
+        /// Smallest size (nccl-tests -b; K/M/G suffixes).
+        #[arg(short = 'b', long = "minbytes", default_value = "8")]
+        min_bytes: String,
+        /// Largest size (nccl-tests -e).
+        #[arg(short = 'e', long = "maxbytes", default_value = "8G")]
+        max_bytes: String,
+        /// Size multiplier between rows (nccl-tests -f).
+        #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+        factor: u64,
+        /// An nccl-tests output (or log with result tables): measured against predicted per row.
+        #[arg(long)]
+        against: Option<PathBuf>,
+        /// NCCL release whose tuning tables to use (default 2.27.7).
+        #[arg(long)]
+        nccl_version: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
 }
 
 fn main() -> ExitCode {
@@ -206,6 +240,31 @@ fn main() -> ExitCode {
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
         Command::Export { inputs, parquet } => cmd::export::run(&inputs, &parquet),
         Command::Demo { out } => cmd::demo::run(out),
+        Command::Predict {
+            collective,
+            cluster,
+            nic,
+            nodes,
+            gpus_per_node,
+            min_bytes,
+            max_bytes,
+            factor,
+            against,
+            nccl_version,
+            format,
+        } => cmd::predict::run(&cmd::predict::PredictArgs {
+            collective: collective.as_deref(),
+            cluster: cluster.as_deref(),
+            nic: nic.as_deref(),
+            nodes,
+            gpus_per_node,
+            min_bytes: &min_bytes,
+            max_bytes: &max_bytes,
+            factor,
+            against: against.as_deref(),
+            nccl_version: nccl_version.as_deref(),
+            format,
+        }),
     };
     finish(result)
 }
@@ -242,7 +301,7 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
         }
         Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
         Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
-        c @ Command::Demo { .. } => c,
+        c @ (Command::Demo { .. } | Command::Predict { .. }) => c,
     })
 }
 

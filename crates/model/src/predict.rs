@@ -205,6 +205,9 @@ impl Predictor {
         let (a, p) = (crate::tuner::algo_index(c.algo), crate::tuner::proto_index(c.proto));
         let bw_table = self.table.bw[f][a][p].max(1e-9);
         let lat = (nccl - tuner_bytes as f64 / (1000.0 * bw_table)).max(0.0);
+        if tuner_bytes == 0 {
+            return self.physical_latency(kind, c.algo, lat);
+        }
         // What NCCL's model believes the call achieves, with its corrections.
         let bw_model = tuner_bytes as f64 / (1000.0 * (nccl - lat).max(1e-9));
         let class = if self.nnodes > 1 { LinkClass::Net } else { self.intra_class };
@@ -272,5 +275,40 @@ impl Predictor {
             s = next;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::{preset, PRESETS};
+
+    /// Predicted busbw never exceeds what the cluster's links carry for the
+    /// chosen algorithm (nccl-tests' bus convention; in-network reductions
+    /// may move each buffer once per direction).
+    #[test]
+    fn never_above_the_bottleneck() {
+        for (name, _) in PRESETS {
+            let c = preset(name).unwrap();
+            for nodes in [1u32, 2, 3, 16] {
+                let ranks = nodes * c.gpus_per_node;
+                let p = Predictor::new(&c, ranks, nodes, DEFAULT_VERSION, NcclEnv::default());
+                for kind in [OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::Broadcast, OpKind::Reduce, OpKind::AllToAll, OpKind::SendRecv] {
+                    for s in (3..34).map(|e| 1u64 << e) {
+                        let r = p.predict(kind, s);
+                        let (ceil, _) = p.ceiling_algbw(kind, r.algo);
+                        assert!(r.algbw_gb_s <= ceil * 1.000001, "{name} {nodes} nodes {kind:?} {s}: {} > {ceil}", r.algbw_gb_s);
+                        assert!(r.time_us > 0.0 && r.busbw_gb_s.is_finite(), "{name} {nodes} {kind:?} {s}: {r:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn single_rank_moves_nothing() {
+        let c = preset("dgx-a100").unwrap();
+        let p = Predictor::new(&c, 1, 1, DEFAULT_VERSION, NcclEnv::default());
+        assert_eq!(p.predict(OpKind::AllReduce, 1 << 20).busbw_gb_s, 0.0);
     }
 }

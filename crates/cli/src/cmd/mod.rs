@@ -5,6 +5,7 @@ pub mod export;
 pub mod fuse;
 pub mod hang;
 pub mod model;
+pub mod predict;
 pub mod report;
 pub mod stats;
 pub mod topo;
