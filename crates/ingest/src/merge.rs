@@ -73,6 +73,9 @@ pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
                     m.nranks = m.nranks.or(c.nranks);
                     m.rank = m.rank.or(c.rank);
                     m.device = m.device.or(c.device);
+                    if m.tuning.is_none() {
+                        m.tuning = c.tuning.take();
+                    }
                     i
                 }
                 None => {

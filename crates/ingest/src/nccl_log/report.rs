@@ -91,6 +91,9 @@ pub struct ReadReport {
     pub call_lines: u64,
     pub init_lines: u64,
     pub channel_lines: u64,
+    /// Init lines about tuning read: search graphs (`Pattern …`),
+    /// `threadThresholds`, lines of the latency/bandwidth table.
+    pub tuning_init_lines: u64,
     pub topology_lines: u64,
     pub topology_blocks: u64,
     pub topology_malformed: u64,

@@ -23,6 +23,7 @@ use super::state_ops::SegInfo;
 use super::topo::{TopoLine, TopoParser};
 use crate::bytes::{sample, ByteFinder};
 use commlens_core::model::{DevIdx, ProcIdx, Process};
+use commlens_core::tuning::TuningInfo;
 use commlens_core::{CollOp, CommIdx, NcclVersion, OpTable};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -45,6 +46,11 @@ pub(super) struct ThreadState {
     pub(super) init_comm: Option<CommIdx>,
     /// Channel lines seen before the thread named its communicator.
     pub(super) init_backlog: Vec<ChannelLine>,
+    /// Tuning lines of init (graphs, thresholds, table) seen before the thread
+    /// named its communicator.
+    pub(super) tuning_backlog: Option<Box<TuningInfo>>,
+    /// Columns of the tuning-table block this thread is printing.
+    pub(super) tuning_columns: Option<Box<super::state_comms::TableColumns>>,
 }
 
 #[derive(Default)]
@@ -312,6 +318,14 @@ impl LogParser {
         }
         if seg.level == Level::Trace && is_call_syntax(msg, &self.find_paren) {
             return self.call_line(proc, msg, seg, line_no, sink);
+        }
+        // Search graphs, threadThresholds, the tuning table: a byte test first.
+        if let Some(parsed) = init::parse_tuning_init_line(msg) {
+            match parsed {
+                Ok(t) => self.tuning_init_line(proc, seg.tid, t, msg, line_no),
+                Err(kind) => self.report.malformed.add(kind, line_no, || sample(msg, SAMPLE_CHARS)),
+            }
+            return;
         }
         let mut kind = [0; KIND_MAX];
         self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));

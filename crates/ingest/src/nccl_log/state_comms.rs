@@ -2,12 +2,44 @@
 //! added per process, filled from init lines (rank, size, device, commId,
 //! phase), and given their ring, tree and connection lines, which a thread
 //! prints while it initializes a communicator (held back until the thread names
-//! it). See [`super::state`].
+//! it). Init's tuning lines (search graphs, `threadThresholds`, the
+//! latency/bandwidth table that rank 0 prints) go the same way into the
+//! communicator's [`TuningInfo`]. See [`super::state`].
 
-use super::init::{self, ChannelLine, InitPhase};
-use super::state::LogParser;
+use super::init::{self, ChannelLine, InitPhase, TuningInitLine};
+use super::state::{LogParser, ThreadState, SAMPLE_CHARS};
+use crate::bytes::sample;
 use commlens_core::model::{CommMember, Device, DevIdx, ProcIdx};
-use commlens_core::CommIdx;
+use commlens_core::tuning::{TuningCell, TuningInfo};
+use commlens_core::{Algorithm, CommIdx, Protocol};
+
+/// Bounds on what one communicator keeps of init's tuning lines.
+const MAX_GRAPHS: usize = 64;
+const MAX_CELLS: usize = 4096;
+const MAX_THREAD_ENTRIES: usize = 1024;
+
+/// Columns (algorithm × protocol) of the tuning-table block a thread is printing.
+pub(super) struct TableColumns {
+    algos: Vec<Algorithm>,
+    cols: Vec<(Algorithm, Protocol)>,
+}
+
+impl TableColumns {
+    /// After an `Algorithm` line: NCCL's three protocols per algorithm until
+    /// the `Protocol` line names them.
+    fn of_algorithms(algos: Vec<Algorithm>) -> TableColumns {
+        let mut c = TableColumns { algos, cols: Vec::new() };
+        c.set_protocols(&[Protocol::Ll, Protocol::Ll128, Protocol::Simple]);
+        c
+    }
+
+    /// The `Protocol` line repeats the protocols for three algorithms even
+    /// when the block has fewer (`PAT` alone): one period is the list.
+    fn set_protocols(&mut self, p: &[Protocol]) {
+        let period = p.iter().skip(1).position(|x| Some(x) == p.first()).map_or(p.len(), |i| i + 1);
+        self.cols = self.algos.iter().flat_map(|&a| p[..period].iter().map(move |&q| (a, q))).collect();
+    }
+}
 
 impl LogParser {
     pub(super) fn device(&mut self, proc: ProcIdx, cuda_dev: Option<u32>) -> DevIdx {
@@ -68,18 +100,68 @@ impl LogParser {
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
         if l.phase == Some(InitPhase::Complete) {
             self.table.comms[c.ix()].init_complete = true;
-            let backlog = std::mem::take(&mut thread.init_backlog);
             thread.init_comm = None;
-            for ch in backlog {
-                attach_channel_line(&mut self.table.comms[c.ix()], ch);
-            }
+            thread.tuning_columns = None;
         } else {
             thread.init_comm = Some(c);
-            let backlog = std::mem::take(&mut thread.init_backlog);
-            for ch in backlog {
-                attach_channel_line(&mut self.table.comms[c.ix()], ch);
-            }
         }
+        let backlog = std::mem::take(&mut thread.init_backlog);
+        let m = &mut self.table.comms[c.ix()];
+        for ch in backlog {
+            attach_channel_line(m, ch);
+        }
+        if let Some(earlier) = thread.tuning_backlog.take() {
+            prepend_tuning(&mut m.tuning, earlier);
+        }
+    }
+
+    /// A search-graph, `threadThresholds` or tuning-table line of the thread's
+    /// init: into its communicator's [`TuningInfo`], or held back until the
+    /// thread names one. Table rows take their columns from the block's
+    /// `Algorithm`/`Protocol` (or old `Latency/AlgBw`) lines; a row that does
+    /// not fit them is malformed.
+    pub(super) fn tuning_init_line(&mut self, proc: ProcIdx, tid: u32, line: TuningInitLine, msg: &[u8], line_no: u64) {
+        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        let comms = &mut self.table.comms;
+        match line {
+            TuningInitLine::Algorithms(algos) => thread.tuning_columns = Some(Box::new(TableColumns::of_algorithms(algos))),
+            TuningInitLine::Columns(cols) => thread.tuning_columns = Some(Box::new(TableColumns { algos: Vec::new(), cols })),
+            TuningInitLine::Protocols(p) => match thread.tuning_columns.as_mut() {
+                Some(c) if !c.algos.is_empty() => c.set_protocols(&p),
+                _ => return self.report.malformed.add(init::MALFORMED_TABLE, line_no, || sample(msg, SAMPLE_CHARS)),
+            },
+            TuningInitLine::MaxThreads(v) => {
+                let Some(cols) = fits(thread, v.len()) else {
+                    return self.report.malformed.add(init::MALFORMED_TABLE, line_no, || sample(msg, SAMPLE_CHARS));
+                };
+                let entries: Vec<_> = cols.iter().zip(v).map(|(&(a, p), n)| (a, p, n)).collect();
+                let t = tuning_target(thread, comms);
+                let room = MAX_THREAD_ENTRIES.saturating_sub(t.max_threads.len());
+                t.max_threads.extend(entries.into_iter().take(room));
+            }
+            TuningInitLine::Row { kind, cells } => {
+                let Some(cols) = fits(thread, cells.len()) else {
+                    return self.report.malformed.add(init::MALFORMED_TABLE, line_no, || sample(msg, SAMPLE_CHARS));
+                };
+                let row: Vec<TuningCell> = cols
+                    .iter()
+                    .zip(cells)
+                    .map(|(&(algo, proto), (latency_us, bw_gb_s))| TuningCell { kind, algo, proto, latency_us, bw_gb_s })
+                    .collect();
+                let t = tuning_target(thread, comms);
+                let room = MAX_CELLS.saturating_sub(t.table.len());
+                t.table.extend(row.into_iter().take(room));
+            }
+            TuningInitLine::Graph(mut g) => {
+                g.line = line_no;
+                let t = tuning_target(thread, comms);
+                if t.graphs.len() < MAX_GRAPHS {
+                    t.graphs.push(g);
+                }
+            }
+            TuningInitLine::ThreadThresholds(v) => tuning_target(thread, comms).thread_thresholds = v,
+        }
+        self.report.tuning_init_lines += 1;
     }
 
     pub(super) fn channel_line(&mut self, proc: ProcIdx, tid: u32, ch: ChannelLine) {
@@ -90,6 +172,39 @@ impl LogParser {
             None => {}
         }
     }
+}
+
+/// The columns of the thread's table block, when a line of `n` cells fits them.
+fn fits(thread: &ThreadState, n: usize) -> Option<&[(Algorithm, Protocol)]> {
+    thread.tuning_columns.as_ref().filter(|c| c.cols.len() == n).map(|c| &c.cols[..])
+}
+
+/// Where a thread's init tuning line goes: its communicator, else its backlog.
+fn tuning_target<'a>(thread: &'a mut ThreadState, comms: &'a mut [CommMember]) -> &'a mut TuningInfo {
+    match thread.init_comm {
+        Some(c) => comms[c.ix()].tuning.get_or_insert_with(Default::default),
+        None => thread.tuning_backlog.get_or_insert_with(Default::default),
+    }
+}
+
+/// Puts what a thread printed before it named the communicator ahead of what
+/// the communicator already holds (print order).
+fn prepend_tuning(slot: &mut Option<Box<TuningInfo>>, earlier: Box<TuningInfo>) {
+    let Some(later) = slot.as_mut() else {
+        *slot = Some(earlier);
+        return;
+    };
+    let later = std::mem::replace(&mut **later, *earlier);
+    let t = slot.as_mut().expect("just set");
+    t.graphs.extend(later.graphs);
+    t.graphs.truncate(MAX_GRAPHS);
+    if !later.thread_thresholds.is_empty() {
+        t.thread_thresholds = later.thread_thresholds;
+    }
+    t.table.extend(later.table);
+    t.table.truncate(MAX_CELLS);
+    t.max_threads.extend(later.max_threads);
+    t.max_threads.truncate(MAX_THREAD_ENTRIES);
 }
 
 fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
