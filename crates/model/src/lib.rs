@@ -15,10 +15,12 @@
 
 pub mod cluster;
 pub mod gpu;
+pub mod cluster_toml;
 pub mod from_run;
 pub mod graph;
 pub mod predict;
 pub mod presets;
+pub mod show;
 pub mod tuner;
 
 pub use cluster::{Cluster, LinkClass};
