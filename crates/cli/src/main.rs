@@ -157,6 +157,13 @@ enum Command {
         #[arg(long, required = true)]
         parquet: PathBuf,
     },
+    /// Cluster descriptions for the collective model: `list` the presets, or
+    /// `show` a preset, a TOML file, or the cluster a run ran on (from its
+    /// topology dump or XML, init and network lines, nccl-tests headers).
+    Cluster {
+        #[command(subcommand)]
+        action: cmd::cluster::ClusterCmd,
+    },
     /// The main job on a built-in example: generates a 4-rank Megatron-like
     /// run (TP=2, PP=2) as NCCL logs, nsys exports and Kineto traces, runs
     /// stats and topo, fuses logs with kernels and writes the report.
@@ -240,6 +247,7 @@ fn main() -> ExitCode {
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
         Command::Export { inputs, parquet } => cmd::export::run(&inputs, &parquet),
         Command::Demo { out } => cmd::demo::run(out),
+        Command::Cluster { action } => cmd::cluster::run(action),
         Command::Predict {
             collective,
             cluster,
@@ -301,7 +309,7 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
         }
         Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
         Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
-        c @ (Command::Demo { .. } | Command::Predict { .. }) => c,
+        c @ (Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. }) => c,
     })
 }
 

@@ -207,7 +207,12 @@ pub fn cluster_from_toml(text: &str, path: &str) -> Result<Cluster, String> {
         c.nodes = cx.int(n, "nodes", 1, 1_000_000)?;
     }
     if let Some(n) = &f.gpus_per_node {
+        let before = c.gpus_per_node;
         c.gpus_per_node = cx.int(n, "gpus_per_node", 1, 1024)?;
+        // A preset's NVLink domain that is its node follows the node.
+        if c.intra.fabric != IntraFabric::Pcie && c.intra.nvlink_domain == before {
+            c.intra.nvlink_domain = c.gpus_per_node;
+        }
     }
     if let Some(v) = &f.cpu {
         c.cpu = cx.choice(v, "cpu", CpuVendor::from_name, "intel, amd, arm, power")?;
@@ -354,6 +359,10 @@ mod tests {
         assert_eq!((c.name.as_str(), c.gpus_per_node), ("a", 8));
         let g = cluster_from_toml("gpu = \"NVIDIA GeForce RTX 4090\"\nnodes = 3\n[nics]\nspeed = \"25g\"\n", "b.toml").unwrap();
         assert_eq!((g.gpu.name, g.nodes, g.nics.gbit_s), ("RTX4090", 3, 25.0));
+        let d = cluster_from_toml("preset = \"dgx-h100\"\ngpus_per_node = 4\n", "f.toml").unwrap();
+        assert_eq!(d.intra.nvlink_domain, 4);
+        let nvl72 = cluster_from_toml("preset = \"gb200-nvl72\"\ngpus_per_node = 2\n", "g.toml").unwrap();
+        assert_eq!(nvl72.intra.nvlink_domain, 72);
         assert_eq!(g.intra.fabric, IntraFabric::Pcie);
         // A GPU other than the preset's takes its NVLink and PCIe.
         let h = cluster_from_toml("preset = \"dgx-h100\"\ngpu = \"B200\"\n", "c.toml").unwrap();

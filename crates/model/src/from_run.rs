@@ -56,9 +56,10 @@ pub struct RunFacts {
     pub cpu_from: String,
     /// NIC devices the network plugin listed at init.
     pub nic_lines: NicLines,
-    /// (host, bus id) of the GPUs that nccl-tests' `# Rank N … on HOST device D
-    /// [bus] NAME` lines list (also counted into `gpus_per_host`).
-    pub bench_devices: BTreeSet<(String, String)>,
+    /// (host, rank) of nccl-tests' `# Rank N … on HOST device D [bus] NAME`
+    /// lines, one GPU each (also counted into `gpus_per_host`; the printed bus
+    /// is no identity: it is the bus number alone, the same on every GH200).
+    pub bench_devices: BTreeSet<(String, u32)>,
 }
 
 /// NICs named by the network plugin's init lines: used when no topology
@@ -128,8 +129,8 @@ impl RunFacts {
     }
 
     /// One GPU of an nccl-tests device line.
-    fn note_bench_device(&mut self, host: String, bus: String) {
-        if self.bench_devices.insert((host.clone(), bus)) {
+    fn note_bench_device(&mut self, host: String, rank: u32) {
+        if self.bench_devices.insert((host.clone(), rank)) {
             let n = self.bench_devices.iter().filter(|d| d.0 == host).count() as u32;
             let e = self.gpus_per_host.entry(host).or_default();
             *e = (*e).max(n);
@@ -146,7 +147,7 @@ impl RunFacts {
         let Some((_, after_on)) = rest.split_once(" on ") else { return false };
         let mut it = after_on.split_whitespace();
         let (Some(host), Some("device"), Some(_dev)) = (it.next(), it.next(), it.next()) else { return false };
-        let Some((bus, name)) = after_on.split_once('[').and_then(|(_, b)| b.split_once(']')) else { return false };
+        let Some((_bus, name)) = after_on.split_once('[').and_then(|(_, b)| b.split_once(']')) else { return false };
         let name = name.trim();
         self.ranks = self.ranks.max(rank + 1);
         if !self.hosts.iter().any(|h| h == host) {
@@ -155,7 +156,7 @@ impl RunFacts {
         if !name.is_empty() && !self.gpu_names.iter().any(|n| n == name) {
             self.gpu_names.push(name.to_string());
         }
-        self.note_bench_device(host.to_string(), bus.trim().to_string());
+        self.note_bench_device(host.to_string(), rank);
         true
     }
 
@@ -558,6 +559,7 @@ pub fn cluster_from_facts(facts: &RunFacts, fallback: Option<&str>) -> Result<Cl
     }
 
     // Nodes and GPUs per node.
+    let base_gpus_per_node = c.gpus_per_node;
     let topo_hosts: BTreeSet<&str> = facts.topologies.iter().map(|t| t.host.as_str()).collect();
     let hosts = facts.hosts.len() as u32;
     let nodes = facts.nodes.max(hosts).max(1);
@@ -579,6 +581,27 @@ pub fn cluster_from_facts(facts: &RunFacts, fallback: Option<&str>) -> Result<Cl
     } else if facts.ranks > 0 {
         c.gpus_per_node = facts.ranks.div_ceil(c.nodes).max(1);
         prov.push(format!("{} GPUs per node from {} ranks on {} nodes", c.gpus_per_node, facts.ranks, c.nodes));
+    }
+
+    // More hosts than the ranks fill: the same machine under two names
+    // (nccl-tests' `localhost` beside NCCL's host name), or hosts without GPUs.
+    if facts.ranks > 0 {
+        let fit = facts.ranks.div_ceil(c.gpus_per_node.max(1)).max(1);
+        if c.nodes > fit {
+            prov.push(format!(
+                "{fit} node{} for {} ranks of {} GPUs per node, not the {} host names seen",
+                if fit == 1 { "" } else { "s" },
+                facts.ranks,
+                c.gpus_per_node,
+                c.nodes
+            ));
+            c.nodes = fit;
+        }
+    }
+
+    // A preset's NVLink domain that is its node follows the node's GPU count.
+    if c.intra.fabric != IntraFabric::Pcie && c.intra.nvlink_domain == base_gpus_per_node {
+        c.intra.nvlink_domain = c.gpus_per_node;
     }
 
     // What the topology of the main host says.
@@ -634,12 +657,17 @@ pub fn cluster_from_facts(facts: &RunFacts, fallback: Option<&str>) -> Result<Cl
         // Hosts that differ from the main one.
         for s in summaries.iter().filter(|s| s.host != m.host) {
             if s.gpus != m.gpus || s.fabric != m.fabric || (s.nvl_nccl - m.nvl_nccl).abs() > 1e-6 || s.nets != m.nets {
+                let nvl = if s.fabric == IntraFabric::Pcie {
+                    String::new()
+                } else {
+                    format!(", NVLink {} GB/s in NCCL units", fmt_num(s.nvl_nccl))
+                };
                 prov.push(format!(
-                    "note: host {} differs ({} GPUs, {}, NVLink {} GB/s NCCL units); {} stands for all",
+                    "note: host {} differs ({} GPU{}, {}{nvl}); {} stands for all",
                     s.host,
                     s.gpus,
+                    if s.gpus == 1 { "" } else { "s" },
                     s.fabric.name(),
-                    fmt_num(s.nvl_nccl),
                     m.host
                 ));
             }
@@ -719,10 +747,11 @@ pub fn facts_from_table(t: &OpTable) -> RunFacts {
     let mut hosts: Vec<String> = t.processes.iter().map(|p| p.host.clone()).collect();
     hosts.sort();
     hosts.dedup();
-    let mut per_host: BTreeMap<String, BTreeSet<(u32, Option<u64>, Option<u32>)>> = BTreeMap::new();
+    // A GPU: its bus id on its host; without one, its process and ordinal.
+    type GpuKey = (u32, Option<u64>, Option<u32>);
+    let mut per_host: BTreeMap<String, BTreeSet<GpuKey>> = BTreeMap::new();
     for d in &t.devices {
         let p = &t.processes[d.proc.ix()];
-        // A GPU is its bus id on its host; without one, the process and its ordinal.
         let key = match d.bus_id {
             Some(b) => (0, Some(b), None),
             None => (p.pid, None, d.cuda_dev),
@@ -852,6 +881,20 @@ mod tests {
         h.note_log_line("x:1:2 [1] NCCL INFO NET/IB : Using [0]mlx5_2:1/IB [RO]; OOB ib0:10.0.0.1<0>", "a.log");
         h.note_log_line("x:1:2 [1] NCCL INFO Using network IB", "a.log");
         assert_eq!((h.net, h.nic_lines.count), (Some(NetTech::InfiniBand), 1));
+        let mut r = RunFacts::default();
+        for l in [
+            " 0: #  Rank  0 Group  0 Pid  51455 on  nid005896 device  0 [0x01] NVIDIA GH200 120GB",
+            " 0: #  Rank  1 Group  0 Pid  51456 on  nid005896 device  0 [0x01] NVIDIA GH200 120GB",
+            "run(), common.cu:998, #  Rank  2 Group  0 Pid 98893 on     gdr116 device  0 [0000:08:00] Tesla V100-SXM2-16GB",
+            "#   Rank  3 Pid 1111460 on oneflow-27 device  3 [0x12] NVIDIA GeForce RTX 3090",
+            "# Rank is not a device line",
+        ] {
+            r.note_log_line(l, "b.out");
+        }
+        assert_eq!(r.ranks, 4);
+        assert_eq!(r.hosts, ["nid005896", "gdr116", "oneflow-27"]);
+        assert_eq!(r.gpus_per_host["nid005896"], 2);
+        assert_eq!(r.gpu_names.len(), 3);
         let mut s = RunFacts::default();
         s.note_log_line("x:1:2 [1] NCCL INFO Using network Socket", "a.log");
         assert_eq!(s.net, Some(NetTech::Socket));
@@ -930,7 +973,17 @@ mod tests {
         let c = cluster_from_facts(&facts, None).unwrap();
         assert_eq!((c.nodes, c.gpus_per_node, c.gpu.name), (2, 2, "V100"));
         assert_eq!(c.gpu.memory_gib, 16.0);
+        assert_eq!(c.intra.nvlink_domain, 2, "the preset's node-wide domain follows the node");
         assert_eq!(c.intra.fabric, IntraFabric::NvLinkMesh);
+        let aliases = RunFacts {
+            ranks: 8,
+            hosts: vec!["localhost".into(), "hostname".into()],
+            gpus_per_host: [("localhost".to_string(), 8)].into_iter().collect(),
+            ..RunFacts::default()
+        };
+        let c = cluster_from_facts(&aliases, None).unwrap();
+        assert_eq!((c.nodes, c.gpus_per_node), (1, 8));
+        assert!(has(&c, "1 node for 8 ranks of 8 GPUs per node, not the 2 host names seen"));
         let none = cluster_from_facts(&RunFacts::default(), Some("dgx-h100")).unwrap();
         assert_eq!((none.nodes, none.gpus_per_node, none.gpu.name), (1, 8, "H100"));
         assert!(cluster_from_facts(&RunFacts::default(), Some("nope")).is_err());

@@ -9,11 +9,17 @@
 //! * [`graph`]: an emulation of NCCL's topology search on a cluster, the
 //!   tuner's input when no log printed the real one;
 //! * [`predict`]: per-call predictions (time, algbw, busbw) that bound NCCL's
-//!   model by the cluster's physical links, and nccl-tests style sweeps.
+//!   model by the cluster's physical links, and nccl-tests style sweeps;
+//! * [`flows`]: collectives decomposed into the point-to-point flows NCCL
+//!   issues (per channel, step and chunk, on named links) for the simulator;
+//! * [`alt`]: the seeds' alternative algorithms (recursive doubling,
+//!   Rabenseifner, PCCL, NCCLX host-driven, zero-copy P2P) in closed α-β-γ form.
 //!
 //! No I/O: readers hand facts in, the CLI prints what comes out.
 
+pub mod alt;
 pub mod cluster;
+pub mod flows;
 pub mod gpu;
 pub mod cluster_toml;
 pub mod from_run;

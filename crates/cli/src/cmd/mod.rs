@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod cluster;
 pub mod demo;
 pub mod diff;
 pub mod export;

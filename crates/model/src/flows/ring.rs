@@ -113,11 +113,11 @@ pub(super) fn chain(spec: &CollSpec, pl: &Placement, env: &NcclEnv, root: u32) -
     let mut sink = Sink { flows: &mut plan.flows };
     for chunk in 0..k as u64 {
         for h in 0..hops {
-            for c in 0..ch as usize {
+            for (c, prev) in last.iter_mut().enumerate() {
                 let bytes = split(split(total, ch, c as u64), k as u64, chunk);
-                let deps = if h == 0 { Deps::NONE } else { Deps::one(last[c]) };
+                let deps = if h == 0 { Deps::NONE } else { Deps::one(*prev) };
                 let slot = c * hops + h;
-                last[c] = sink.routed(srcs[slot], routes[slot], bytes, h as u32, chunk as u32, c as u32, deps);
+                *prev = sink.routed(srcs[slot], routes[slot], bytes, h as u32, chunk as u32, c as u32, deps);
             }
         }
     }

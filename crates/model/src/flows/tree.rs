@@ -69,14 +69,13 @@ pub fn dtree(n: u32, r: u32) -> [TreeLinks; 2] {
     if n <= 1 {
         return [t0, t0];
     }
-    // Tree 1 in a relabelled space: v = f(r); map links back with f⁻¹.
-    let (to_v, from_v): (fn(u32, u32) -> u32, fn(u32, u32) -> u32) = if n % 2 == 1 {
-        (|r, n| n - 1 - r, |v, n| n - 1 - v)
-    } else {
-        (|r, n| (r + n - 1) % n, |v, n| (v + 1) % n)
-    };
-    let v = btree(n, to_v(r, n));
-    let back = |x: Option<u32>| x.map(|x| from_v(x, n));
+    // Tree 1 in a relabelled space: v = f(r) (mirror for odd n, shift by one
+    // for even n); links map back with f⁻¹.
+    let odd = n % 2 == 1;
+    let to_v = if odd { n - 1 - r } else { (r + n - 1) % n };
+    let from_v = |v: u32| if odd { n - 1 - v } else { (v + 1) % n };
+    let v = btree(n, to_v);
+    let back = |x: Option<u32>| x.map(from_v);
     let t1 = TreeLinks { parent: back(v.parent), children: [back(v.children[0]), back(v.children[1])] };
     [t0, t1]
 }
