@@ -92,6 +92,27 @@ impl Predictor {
         Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class }
     }
 
+    /// A predictor for one communicator of a table: NCCL's own search graphs
+    /// when its init logged them (the tuner then reproduces NCCL's table), else
+    /// the emulated search on `cluster`; ranks and nodes from the init lines.
+    pub fn for_comm(
+        cluster: &Cluster,
+        t: &commlens_core::OpTable,
+        comm: commlens_core::CommIdx,
+        version: NcclVersion,
+        env: NcclEnv,
+    ) -> Option<Predictor> {
+        use crate::tuner::logged::{logged_graphs, logged_shape};
+        if let Some(graphs) = logged_graphs(t, comm) {
+            let shape = logged_shape(t, comm, cluster, &graphs)?;
+            return Some(Predictor::with_graphs(cluster, shape, graphs, version, env));
+        }
+        let c = t.comms.get(comm.ix())?;
+        let nranks = c.nranks.or_else(|| c.logical.map(|l| t.logical[l.ix()].nranks))?;
+        let nnodes = c.n_nodes.unwrap_or_else(|| nranks.div_ceil(cluster.gpus_per_node.max(1)).min(cluster.nodes.max(1)));
+        Some(Predictor::new(cluster, nranks, nnodes.max(1), version, env))
+    }
+
     fn ppn(&self) -> u32 {
         (self.nranks / self.nnodes).max(1)
     }

@@ -3,60 +3,18 @@
 //! its communicator shape and its GPU (from the nccl-tests header of the same
 //! file), (1) our latency/bandwidth table equals NCCL's printed table cell by
 //! cell (to its printed 0.1), and (2) our algorithm and protocol equal NCCL's
-//! `Bytes -> Algo … proto …` choice for every logged operation.
+//! `Bytes -> Algo … proto …` choice for every logged operation. The tables
+//! come from [`Predictor::for_comm`], the path the analyses use.
 
 use std::path::PathBuf;
 
-use commlens_core::tuning::TuningInfo;
-use commlens_core::{NcclVersion, OpTable};
+use commlens_core::{CommIdx, NcclVersion};
 use commlens_ingest::nccl_tests::read_nccl_tests;
 use commlens_model::cluster::CpuVendor;
 use commlens_model::gpu::gpu_by_name;
-use commlens_model::tuner::tables::N_ALGOS;
-use commlens_model::tuner::{algo_index, func_index, proto_index, tune, tuner_bytes, CommShape, Graph, NcclEnv, TuneInput, TuneTable};
-
-fn table_for(t: &OpTable, me: usize, info: &TuningInfo, nranks: u32, nnodes: u32, sm: u32, version: NcclVersion) -> TuneTable {
-    let mut graphs: [Option<Graph>; N_ALGOS] = Default::default();
-    for g in &info.graphs {
-        if let Some(a) = g.algorithm() {
-            let i = algo_index(a);
-            if graphs[i].is_none() {
-                graphs[i] = Some(Graph::from(g));
-            }
-        }
-    }
-    // NCCL takes every graph's minimum over the ranks (channels, bandwidths)
-    // before tuning: fold in the other members of the same communicator.
-    for other in t.comms.iter().filter(|o| o.logical.is_some() && o.logical == t.comms[me].logical) {
-        for g in other.tuning.as_deref().map_or(&[][..], |i| &i.graphs[..]) {
-            if let (Some(a), true) = (g.algorithm(), true) {
-                if let Some(mine) = graphs[algo_index(a)].as_mut() {
-                    mine.n_channels = mine.n_channels.min(g.n_channels);
-                    mine.bw_intra = mine.bw_intra.min(g.bw_intra);
-                    mine.bw_inter = mine.bw_inter.min(g.bw_inter);
-                }
-            }
-        }
-    }
-    let ring_ch = graphs[1].as_ref().map_or(1, |g| g.n_channels);
-    tune(&TuneInput {
-        version,
-        shape: CommShape {
-            nranks,
-            nnodes,
-            min_sm: sm,
-            max_sm: sm,
-            cpu: CpuVendor::Intel,
-            nvls_support: false,
-            collnet_support: false,
-            nvs_count: 0,
-            n_channels: (ring_ch * 2).min(32),
-            nvls_channels: 16,
-        },
-        graphs,
-        env: NcclEnv::default(),
-    })
-}
+use commlens_model::presets::{preset, preset_for_gpu};
+use commlens_model::tuner::{algo_index, func_index, proto_index, tuner_bytes, NcclEnv};
+use commlens_model::Predictor;
 
 #[test]
 fn tuner_tables_and_choices_match_real_logs() {
@@ -89,7 +47,12 @@ fn tuner_tables_and_choices_match_real_logs() {
             }
             let (Some(nranks), Some(nnodes)) = (c.nranks, c.n_nodes.or(Some(1))) else { continue };
             let version = t.processes[c.proc.ix()].nccl_version.unwrap_or(NcclVersion::new(2, 27, 7));
-            let ours = table_for(t, ci, info, nranks, nnodes, gpu.sm, version);
+            let _ = nnodes;
+            let mut cluster = preset(preset_for_gpu(gpu.name).unwrap_or("dgx-a100")).unwrap();
+            cluster.gpu = gpu.clone();
+            cluster.cpu = CpuVendor::Intel;
+            let p = Predictor::for_comm(&cluster, t, CommIdx(ci as u32), version, NcclEnv::default()).unwrap();
+            let ours = &p.table;
             for cell in &info.table {
                 let Some(fi) = func_index(cell.kind) else { continue };
                 let (a, p) = (algo_index(cell.algo), proto_index(cell.proto));

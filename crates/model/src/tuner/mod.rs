@@ -8,6 +8,7 @@
 //! from [`crate::graph::graphs_for`] (an emulation of the search on a
 //! [`crate::cluster::Cluster`]). Environment overrides are in [`NcclEnv`].
 
+pub mod logged;
 pub mod tables;
 
 use commlens_core::tuning::SearchGraph;
