@@ -218,31 +218,30 @@ impl Predictor {
         }
     }
 
-    /// Time of a tuned collective: NCCL's latency and corrections, bandwidth
-    /// scaled to what the bottleneck link achieves and bounded by the ceiling.
+    /// Time of a tuned collective: NCCL's latency and bandwidth (with its tree
+    /// correction) for the chosen algorithm and protocol, the bandwidth scaled
+    /// to what the bottleneck link class achieves and bounded by the ceiling.
     fn collective_time(&self, kind: OpKind, tuner_bytes: u64, c: &Choice) -> f64 {
-        let nccl = self.table.algo_time_us(kind, c.algo, c.proto, tuner_bytes).unwrap_or(c.time_us);
-        let f = crate::tuner::func_index(kind).unwrap_or(4);
-        let (a, p) = (crate::tuner::algo_index(c.algo), crate::tuner::proto_index(c.proto));
-        let bw_table = self.table.bw[f][a][p].max(1e-9);
-        let lat = (nccl - tuner_bytes as f64 / (1000.0 * bw_table)).max(0.0);
+        let Some((lat, bw_model, _plateau)) = self.table.algo_lat_bw(kind, c.algo, c.proto, tuner_bytes) else {
+            return c.time_us;
+        };
+        let lat = self.physical_latency(kind, c.algo, c.proto, lat);
         if tuner_bytes == 0 {
-            return self.physical_latency(kind, c.algo, lat);
+            return lat;
         }
-        // What NCCL's model believes the call achieves, with its corrections.
-        let bw_model = tuner_bytes as f64 / (1000.0 * (nccl - lat).max(1e-9));
         let class = if self.nnodes > 1 { LinkClass::Net } else { self.intra_class };
-        let scaled = bw_model * self.cluster.eff(class);
         // The ceiling is in nccl-tests' algbw (size / time); the tuner's bytes
         // are the whole buffer, which for AllGather/ReduceScatter is the size.
         let (ceiling, _) = self.ceiling_algbw(kind, Some(c.algo));
-        let bw = scaled.min(ceiling);
-        self.physical_latency(kind, c.algo, lat) + tuner_bytes as f64 / (1000.0 * bw)
+        let bw = (bw_model * self.cluster.eff(class)).min(ceiling);
+        lat + tuner_bytes as f64 / (1000.0 * bw)
     }
 
-    /// NCCL's latency scaled to measured calls, plus what a slower network
-    /// than the InfiniBand NCCL's constants assume adds on every inter-node step.
-    fn physical_latency(&self, kind: OpKind, algo: Algorithm, tuner_lat: f64) -> f64 {
+    /// NCCL's latency as calls measure it: a launch cost, NCCL's figure (without
+    /// its ring-plateau penalty, which only ranks algorithms) scaled per protocol
+    /// family, plus what a slower network than the InfiniBand NCCL's constants
+    /// assume adds on every inter-node step.
+    fn physical_latency(&self, kind: OpKind, algo: Algorithm, proto: Protocol, tuner_lat: f64) -> f64 {
         let mut tuner_lat = tuner_lat;
         if matches!(kind, OpKind::Broadcast | OpKind::Reduce) {
             // NCCL charges a chained Broadcast/Reduce one hop when its rings share
@@ -250,7 +249,9 @@ impl Predictor {
             let hop = if self.nnodes > 1 { 2.7 } else if self.intra_class == LinkClass::NvLink { 0.6 } else { 1.0 };
             tuner_lat += (self.nranks as f64 - 2.0).max(0.0) * hop;
         }
-        let mut lat = tuner_lat * self.cluster.efficiency.latency_scale;
+        let e = &self.cluster.efficiency;
+        let scale = if proto == Protocol::Simple { e.latency_scale_simple } else { e.latency_scale };
+        let mut lat = e.launch_us + tuner_lat * scale;
         if self.nnodes > 1 {
             let extra = (self.cluster.net_latency_us(self.nnodes) - IB_LATENCY_US).max(0.0);
             let nn = self.nnodes as f64;
@@ -272,9 +273,10 @@ impl Predictor {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => n - 1.0,
             _ => 1.0,
         };
-        // Launch and group setup as a tuned collective's base, one handshake per peer.
+        // Group setup as a tuned collective's base, one handshake per peer.
         let base = 8.4 + if net { self.cluster.net_latency_us(self.nnodes) * 2.0 } else { 3.4 };
-        let lat = (base + peers * if net { 6.0 } else { 5.0 }) * self.cluster.efficiency.latency_scale;
+        let e = &self.cluster.efficiency;
+        let lat = e.launch_us + (base + peers * if net { 6.0 } else { 5.0 }) * e.latency_scale;
         let (ceiling, _) = self.ceiling_algbw(kind, None);
         let wire = match kind {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => size as f64,
@@ -333,3 +335,4 @@ mod tests {
         assert_eq!(p.predict(OpKind::AllReduce, 1 << 20).busbw_gb_s, 0.0);
     }
 }
+

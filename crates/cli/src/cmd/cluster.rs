@@ -123,7 +123,7 @@ pub fn facts_from_bench(run: &BenchRun) -> RunFacts {
 }
 
 /// The cluster a run ran on (see the module documentation).
-fn from_run(input: &Path) -> Result<Cluster, Box<dyn std::error::Error>> {
+pub(crate) fn from_run(input: &Path) -> Result<Cluster, Box<dyn std::error::Error>> {
     let files = expand_inputs(&[input.to_path_buf()])?;
     let mut facts = RunFacts::default();
     let mut xml = Vec::new();

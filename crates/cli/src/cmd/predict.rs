@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use commlens_core::OpKind;
 use commlens_ingest::nccl_tests::{read_nccl_tests, BenchRun};
-use commlens_model::from_run::{cluster_from_facts, RunFacts};
+use commlens_model::from_run::cluster_from_facts;
 use commlens_model::predict::{Prediction, DEFAULT_VERSION};
 use commlens_model::presets::{preset, PRESETS};
 use commlens_model::tuner::NcclEnv;
@@ -164,12 +164,14 @@ fn against(file: &Path, a: &PredictArgs<'_>, v: commlens_core::NcclVersion, env:
     if bench.runs.iter().all(|r| r.rows.is_empty()) {
         return Err(format!("{}: no nccl-tests result table found", file.display()).into());
     }
+    let file_cluster = if a.cluster.is_none() { super::cluster::from_run(file).ok() } else { None };
+    let logged = commlens_ingest::inputs::load_any(&[PathBuf::from(file)], &Default::default()).ok();
     let mut out = Vec::new();
     for run in &bench.runs {
         let Some(kind) = run.kind else { continue };
-        let cluster = cluster_for(file, run, a)?;
+        let cluster = cluster_for(&file_cluster, run, a)?;
         let nodes = run.hosts.len().max(1) as u32;
-        let p = Predictor::new(&cluster, run.ranks.max(1), nodes, v, env.clone());
+        let p = predictor_for(logged.as_ref().map(|l| &l.table), &cluster, run, v, &env);
         for r in &run.rows {
             let pred = p.predict(kind, r.bytes);
             let measured = r.out_of_place.busbw_gb_s;
@@ -218,31 +220,54 @@ fn against(file: &Path, a: &PredictArgs<'_>, v: commlens_core::NcclVersion, env:
 }
 
 /// The cluster a benchmark ran on: `--cluster` when given, else from the
-/// file (GPU names, hosts, ranks; the topology of an NCCL log sharing the file).
-fn cluster_for(file: &Path, run: &BenchRun, a: &PredictArgs<'_>) -> Result<Cluster, String> {
-    let mut c = match a.cluster {
-        Some(name) => named_cluster(name)?,
-        None => {
-            let mut facts = RunFacts {
-                ranks: run.ranks,
-                hosts: run.hosts.clone(),
-                gpu_names: run.gpu_models.clone(),
-                ..RunFacts::default()
-            };
-            if let Ok(loaded) = commlens_ingest::inputs::load_any(&[PathBuf::from(file)], &Default::default()) {
-                facts.topologies = loaded.table.topologies.clone();
-            }
+/// file (GPU names, hosts and ranks of its tables; the topology, network and
+/// plugin lines of an NCCL log sharing the file), built once per file.
+fn cluster_for(file_cluster: &Option<Cluster>, run: &BenchRun, a: &PredictArgs<'_>) -> Result<Cluster, String> {
+    let mut c = match (a.cluster, file_cluster) {
+        (Some(name), _) => named_cluster(name)?,
+        (None, Some(c)) => c.clone(),
+        (None, None) => {
+            let facts = super::cluster::facts_from_bench(run);
             cluster_from_facts(&facts, None)?
         }
     };
     if let Some(nic) = a.nic {
         c.set_nics(nic)?;
     }
-    c.nodes = run.hosts.len().max(1) as u32;
+    let hosts = run.hosts.len().max(1) as u32;
+    c.nodes = hosts;
+    if run.ranks > 0 {
+        c.gpus_per_node = run.ranks.div_ceil(hosts).max(1);
+    }
     if let Some(g) = a.gpus_per_node {
         c.gpus_per_node = g;
     }
     Ok(c)
+}
+
+/// A predictor from NCCL's own search graphs when the file is a log whose
+/// benchmark communicator logged them (same rank count), else from the cluster.
+fn predictor_for(
+    logged: Option<&commlens_core::OpTable>,
+    cluster: &Cluster,
+    run: &BenchRun,
+    v: commlens_core::NcclVersion,
+    env: &NcclEnv,
+) -> Predictor {
+    if let Some(t) = logged {
+        let comm = t.comms.iter().enumerate().find(|(i, c)| {
+            c.nranks == Some(run.ranks)
+                && commlens_model::tuner::logged::logged_graphs(t, commlens_core::CommIdx(*i as u32)).is_some()
+        });
+        if let Some((i, c)) = comm {
+            let version = t.processes[c.proc.ix()].nccl_version.unwrap_or(v);
+            if let Some(p) = Predictor::for_comm(cluster, t, commlens_core::CommIdx(i as u32), version, env.clone()) {
+                return p;
+            }
+        }
+    }
+    let nodes = run.hosts.len().max(1) as u32;
+    Predictor::new(cluster, run.ranks.max(1), nodes, v, env.clone())
 }
 
 #[cfg(test)]

@@ -603,10 +603,18 @@ pub fn tuner_bytes(kind: OpKind, bytes_per_rank: u64, nranks: u32) -> u64 {
 impl TuneTable {
     /// `ncclTopoGetAlgoTime` for one pipelined call; `None` when disabled.
     pub fn algo_time_us(&self, kind: OpKind, algo: Algorithm, proto: Protocol, nbytes: u64) -> Option<f64> {
+        let (lat, bw, plateau) = self.algo_lat_bw(kind, algo, proto, nbytes)?;
+        Some(lat * plateau + nbytes as f64 / (1000.0 * bw))
+    }
+
+    /// The parts of NCCL's time for a call: latency (µs, before the ring
+    /// plateau), bandwidth (GB/s, after the tree correction) and the ring
+    /// plateau factor (1 when it does not apply); `None` when disabled.
+    pub fn algo_lat_bw(&self, kind: OpKind, algo: Algorithm, proto: Protocol, nbytes: u64) -> Option<(f64, f64, f64)> {
         let f = func_index(kind)?;
         let (a, p) = (algo_index(algo), proto_index(proto));
         let mut bw = self.bw[f][a][p];
-        let mut lat = self.lat[f][a][p];
+        let lat = self.lat[f][a][p];
         if bw <= 0.0 {
             return None;
         }
@@ -622,17 +630,18 @@ impl TuneTable {
                 bw *= TREE_CORRECTION[p][i];
             }
         }
+        let mut plateau = 1.0;
         if algo == Algorithm::Ring && proto == Protocol::Simple && self.nnodes > 1 && kind == OpKind::AllReduce {
-            let plateau = if epoch == Epoch::Legacy {
+            let on = if epoch == Epoch::Legacy {
                 nbytes as f64 >= self.nranks as f64 / 16.0 * 65536.0
             } else {
                 nbytes / (self.n_channels as u64 * self.nranks as u64).max(1) >= 64
             };
-            if plateau {
-                lat *= if self.min_sm < 80 || epoch == Epoch::Legacy { 1.9 } else { 1.4 };
+            if on {
+                plateau = if self.min_sm < 80 || epoch == Epoch::Legacy { 1.9 } else { 1.4 };
             }
         }
-        Some(lat + nbytes as f64 / (1000.0 * bw))
+        Some((lat, bw, plateau))
     }
 
     /// The algorithm and protocol NCCL picks for `nbytes` (tuner bytes, see
