@@ -203,6 +203,11 @@ enum Command {
         /// NCCL release whose tuning tables to use (default 2.27.7).
         #[arg(long)]
         nccl_version: Option<String>,
+        /// Force NCCL's algorithm (ring, tree, nvls, … as NCCL_ALGO), or time an
+        /// alternative against NCCL's choice: ring-ab, rd, rabenseifner, pccl,
+        /// ncclx-bruck, ncclx-rd, ncclx-a2a-ll, zero-copy, copy.
+        #[arg(long)]
+        algo: Option<String>,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -259,6 +264,7 @@ fn main() -> ExitCode {
             factor,
             against,
             nccl_version,
+            algo,
             format,
         } => cmd::predict::run(&cmd::predict::PredictArgs {
             collective: collective.as_deref(),
@@ -271,6 +277,7 @@ fn main() -> ExitCode {
             factor,
             against: against.as_deref(),
             nccl_version: nccl_version.as_deref(),
+            algo: algo.as_deref(),
             format,
         }),
     };

@@ -62,3 +62,26 @@ fn errors_name_what_was_expected() {
     let out = commlens(&["predict", "all_reduce", "--nic", "fast"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn alternatives_and_forced_algorithms() {
+    // PCCL's two-level AllGather against NCCL's ring at 512 GPUs: far faster for
+    // small messages (log-depth inter-node stage), close for 1 GiB (bandwidth-bound).
+    let out = commlens(&["predict", "all_gather", "--cluster", "dgx-h100", "--nodes", "64", "--algo", "pccl", "-b", "1M", "-e", "1G", "-f", "4", "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r["algo"] == "pccl" && r["formula"].is_string()));
+    let first = rows[0]["speedup"].as_f64().unwrap();
+    let last = rows[5]["speedup"].as_f64().unwrap();
+    assert!(first > 5.0 && last < first, "speedups {first} … {last}");
+    // NCCL_ALGO semantics: forcing Ring on one node.
+    let out = commlens(&["predict", "all_reduce", "--cluster", "dgx-a100", "--algo", "ring", "-b", "1G", "-e", "1G", "--format", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["algo"], "Ring");
+    // An alternative that does not implement the collective says so.
+    let out = commlens(&["predict", "broadcast", "--algo", "ncclx-bruck"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not implement"));
+}

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use commlens_core::OpKind;
 use commlens_ingest::nccl_tests::{read_nccl_tests, BenchRun};
+use commlens_model::alt::{alt_time_us, AltAlgo};
 use commlens_model::from_run::cluster_from_facts;
 use commlens_model::predict::{Prediction, DEFAULT_VERSION};
 use commlens_model::presets::{preset, PRESETS};
@@ -29,6 +30,9 @@ pub struct PredictArgs<'a> {
     pub factor: u64,
     pub against: Option<&'a Path>,
     pub nccl_version: Option<&'a str>,
+    /// An NCCL algorithm (`ring`, `tree`, `nvls`, … as `NCCL_ALGO`) or one of
+    /// the seeds' alternatives (`pccl`, `ncclx-bruck`, … see `commlens_model::alt`).
+    pub algo: Option<&'a str>,
     pub format: Format,
 }
 
@@ -80,8 +84,37 @@ fn version(v: Option<&str>) -> Result<commlens_core::NcclVersion, String> {
     }
 }
 
+/// `--algo`: NCCL's own algorithms go through `NCCL_ALGO`; anything else
+/// must be one of the alternatives.
+enum AlgoChoice {
+    Nccl(String),
+    Alt(AltAlgo),
+}
+
+fn algo_choice(name: &str) -> Result<AlgoChoice, String> {
+    let nccl = name.split(',').all(|n| {
+        let n = n.trim().trim_start_matches('^');
+        commlens_core::Algorithm::from_name(n.as_bytes()).is_some()
+    });
+    if nccl {
+        return Ok(AlgoChoice::Nccl(name.to_string()));
+    }
+    AltAlgo::from_name(name).map(AlgoChoice::Alt).ok_or_else(|| {
+        let alts: Vec<&str> = AltAlgo::ALL.iter().map(|a| a.name()).collect();
+        format!("--algo {name}: expected an NCCL algorithm (ring, tree, nvls, nvls_tree, collnet_direct, collnet_chain, pat) or one of {}", alts.join(", "))
+    })
+}
+
 pub fn run(a: &PredictArgs<'_>) -> CmdResult {
-    let env = NcclEnv::from_lookup(|k| std::env::var(k).ok());
+    let mut env = NcclEnv::from_lookup(|k| std::env::var(k).ok());
+    let alt = match a.algo.map(algo_choice).transpose()? {
+        Some(AlgoChoice::Nccl(list)) => {
+            env.algo = Some(list);
+            None
+        }
+        Some(AlgoChoice::Alt(x)) => Some(x),
+        None => None,
+    };
     let v = version(a.nccl_version)?;
     if let Some(file) = a.against {
         return against(file, a, v, env);
@@ -104,6 +137,9 @@ pub fn run(a: &PredictArgs<'_>) -> CmdResult {
     }
     let p = Predictor::new(&cluster, ranks, nodes, v, env);
     let rows = p.sweep(kind, min, max, a.factor.max(2));
+    if let Some(alt) = alt {
+        return print_alt(alt, kind, &rows, ranks, nodes, &cluster, a.format);
+    }
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         _ => {
@@ -121,6 +157,69 @@ pub fn run(a: &PredictArgs<'_>) -> CmdResult {
             println!("{:>14} {:>12} {:>10} {:>8} {:>8}  {:<9} {:<7} {:>3}  bottleneck", "size(B)", "time(us)", "algbw", "busbw", "nccl(us)", "algo", "proto", "ch");
             for r in &rows {
                 print_row(r);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One row of an alternative algorithm against NCCL's prediction.
+#[derive(Debug, Serialize)]
+struct AltRow {
+    size_bytes: u64,
+    algo: &'static str,
+    formula: &'static str,
+    time_us: f64,
+    algbw_gb_s: f64,
+    busbw_gb_s: f64,
+    nccl_algo: Option<&'static str>,
+    nccl_time_us: f64,
+    /// NCCL's predicted time over the alternative's (> 1: the alternative is faster).
+    speedup: f64,
+}
+
+fn print_alt(
+    alt: AltAlgo,
+    kind: OpKind,
+    nccl: &[Prediction],
+    ranks: u32,
+    nodes: u32,
+    cluster: &Cluster,
+    format: Format,
+) -> CmdResult {
+    if !alt.serves(kind) {
+        return Err(format!("--algo {}: does not implement {}", alt.name(), kind.name()).into());
+    }
+    let rows: Vec<AltRow> = nccl
+        .iter()
+        .filter_map(|n| {
+            let x = alt_time_us(alt, kind, n.size_bytes, ranks, nodes, cluster)?;
+            Some(AltRow {
+                size_bytes: n.size_bytes,
+                algo: alt.name(),
+                formula: x.formula,
+                time_us: x.time_us,
+                algbw_gb_s: x.algbw_gb_s,
+                busbw_gb_s: x.busbw_gb_s,
+                nccl_algo: n.algo.map(|a| a.name()),
+                nccl_time_us: n.time_us,
+                speedup: if x.time_us > 0.0 { n.time_us / x.time_us } else { 0.0 },
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return Err(format!("--algo {}: not defined for {ranks} ranks on {nodes} nodes", alt.name()).into());
+    }
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        _ => {
+            println!("# {} with {} ({}) on {} x {} ({ranks} ranks, {nodes} nodes), against NCCL's choice", kind.name(), alt.name(), rows[0].formula, cluster.name, cluster.gpus_per_node);
+            println!("{:>14} {:>12} {:>10} {:>8}  {:>12} {:<9} {:>8}", "size(B)", "time(us)", "algbw", "busbw", "nccl(us)", "nccl algo", "speedup");
+            for r in &rows {
+                println!(
+                    "{:>14} {:>12.2} {:>10.2} {:>8.2}  {:>12.2} {:<9} {:>7.2}x",
+                    r.size_bytes, r.time_us, r.algbw_gb_s, r.busbw_gb_s, r.nccl_time_us, r.nccl_algo.unwrap_or("p2p"), r.speedup
+                );
             }
         }
     }
