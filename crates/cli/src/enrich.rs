@@ -1,5 +1,7 @@
-//! Glue between analyses and trace export: per-operation bandwidth figures
-//! and the communicator's parallelism class, as extra slice arguments.
+//! Glue between analyses and trace export: per-operation bandwidth figures,
+//! the communicator's parallelism class and, when given, the collective
+//! model's expectation (`expected_us`, `expected_busbw_gb_s`,
+//! `efficiency_vs_model`), as extra slice arguments.
 
 use commlens_analyze::bandwidth::{self, BandwidthOptions, BandwidthReport, OpRef};
 use commlens_analyze::classify::{self, Parallelism};
@@ -18,6 +20,8 @@ pub struct Enrichment<'t> {
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
+    /// The collective model's figures per operation (`crate::expected`).
+    expected: Option<&'t crate::expected::Expected>,
 }
 
 impl<'t> Enrichment<'t> {
@@ -27,7 +31,19 @@ impl<'t> Enrichment<'t> {
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);
         }
-        Enrichment { table, bw, refs: std::cell::OnceCell::new(), class, confidence: None }
+        Enrichment { table, bw, refs: std::cell::OnceCell::new(), class, confidence: None, expected: None }
+    }
+
+    /// The bandwidth figures every operation is judged by (for the model's
+    /// measured side, so both use one computation).
+    pub fn bandwidth(&self) -> &BandwidthReport {
+        &self.bw
+    }
+
+    /// Adds the collective model's expectation of each operation.
+    pub fn with_expected(mut self, e: &'t crate::expected::Expected) -> Self {
+        self.expected = Some(e);
+        self
     }
 
     /// Adds each operation's fusion confidence (`commlens_fuse::FuseReport::confidence`).
@@ -105,6 +121,13 @@ impl Enrich for Enrichment<'_> {
         if let (Some(c), Some(r)) = (self.confidence, r) {
             if let Some(v) = c.get(r.dev.ix()).and_then(|v| v.get(r.index as usize)).copied().flatten() {
                 out.push(("fusion confidence", ArgValue::Float(v as f64)));
+            }
+        }
+        if let Some(x) = r.zip(self.expected).and_then(|(r, e)| e.get(r.dev.ix(), r.index as usize)) {
+            out.push(("expected_us", ArgValue::Float(x.time_us)));
+            out.push(("expected_busbw_gb_s", ArgValue::Float(x.busbw_gb_s)));
+            if let Some(v) = x.efficiency {
+                out.push(("efficiency_vs_model", ArgValue::Float(v)));
             }
         }
         let Some(b) = r.and_then(|r| self.bw.get(*r)) else {

@@ -45,7 +45,7 @@ pub fn split_inputs(paths: &[PathBuf]) -> Result<Split, Box<dyn Error>> {
             match expand_inputs(std::slice::from_ref(p)) {
                 Err(IngestError::NoInputs { .. }) => {
                     let before = s.parquet.len();
-                    walk_parquet(p, &mut s.parquet)?;
+                    walk_parquet(p, &mut s.parquet, &mut std::collections::HashSet::new())?;
                     if s.parquet.len() == before {
                         s.rest.push(p.clone()); // empty: ingest says so as before
                     }
@@ -73,8 +73,17 @@ fn is_parquet_file(p: &Path) -> bool {
     starts_par1 || has_parquet_extension(p)
 }
 
-/// `.parquet` files under `dir`, recursively in name order, hidden ones skipped.
-fn walk_parquet(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), Box<dyn Error>> {
+/// `.parquet` files under `dir`, recursively in name order, hidden ones
+/// skipped; every real folder and file once (`seen`: canonical paths), so
+/// links to files or to an enclosing folder neither repeat nor loop.
+fn walk_parquet(
+    dir: &Path,
+    out: &mut Vec<(PathBuf, bool)>,
+    seen: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), Box<dyn Error>> {
+    if !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
+        return Ok(());
+    }
     let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
@@ -83,8 +92,11 @@ fn walk_parquet(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), Box<dy
             continue;
         }
         if e.is_dir() {
-            walk_parquet(&e, out)?;
-        } else if e.is_file() && has_parquet_extension(&e) {
+            walk_parquet(&e, out, seen)?;
+        } else if e.is_file()
+            && has_parquet_extension(&e)
+            && seen.insert(std::fs::canonicalize(&e).unwrap_or_else(|_| e.clone()))
+        {
             out.push((e, false));
         }
     }

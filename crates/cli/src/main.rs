@@ -5,7 +5,9 @@
 mod baseline;
 mod cmd;
 mod enrich;
+mod expected;
 mod load;
+mod outputs;
 mod progress;
 mod parquet_out;
 mod render;
@@ -216,12 +218,25 @@ enum Command {
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
+    // Before anything is read or written: no output may be an input (the
+    // paths as given: a stream's temporary copy is no input of the user's).
+    if let Some((inputs, outs)) = command_paths(&cli.command) {
+        if let Err(e) = outputs::check_outputs(&inputs.concat(), &outs) {
+            return finish(Err(e.into()));
+        }
+    }
     // Stream inputs (`-`, pipes) become files for the command's duration.
     let mut streams = Vec::new();
     let command = match spool_streams(cli.command, &mut streams) {
         Ok(c) => c,
         Err(e) => return finish(Err(e)),
     };
+    // Input paths passed over because they lead to files or folders already read.
+    for group in command_paths(&command).map(|(g, _)| g).unwrap_or_default() {
+        if !group.is_empty() {
+            outputs::note_links(&group);
+        }
+    }
     let result = match command {
         Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
@@ -282,6 +297,26 @@ fn main() -> ExitCode {
         }),
     };
     finish(result)
+}
+
+/// The command's inputs, in groups read together (a link or a path named
+/// twice is noted within a group), and its outputs; `None` for the commands
+/// that read no user file.
+fn command_paths(c: &Command) -> Option<(Vec<Vec<PathBuf>>, Vec<&std::path::Path>)> {
+    Some(match c {
+        Command::Stats { inputs, .. } | Command::Topo { inputs, .. } | Command::Hang { inputs, .. } => {
+            (vec![inputs.clone()], vec![])
+        }
+        Command::Trace { inputs, out } => (vec![inputs.clone()], vec![out]),
+        Command::Fuse { nccl_log, nsys, kineto, out, .. } => (vec![nccl_log.clone(), nsys.clone(), kineto.clone()], vec![out]),
+        Command::Diff { a, b, .. } => (vec![vec![a.clone()], vec![b.clone()]], vec![]),
+        Command::Report { inputs, out, model, baseline, .. } => {
+            (vec![inputs.clone(), baseline.clone(), model.iter().cloned().collect()], vec![out])
+        }
+        Command::Model { config, inputs, .. } => (vec![inputs.clone(), vec![config.clone()]], vec![]),
+        Command::Export { inputs, parquet } => (vec![inputs.clone()], vec![parquet]),
+        Command::Demo { .. } | Command::Cluster { .. } | Command::Predict { .. } => return None,
+    })
 }
 
 /// The command with every stream among its inputs replaced by a copy in a

@@ -37,5 +37,10 @@ pub fn write(
         extra.push(ExtraColumn { name: "fusion_confidence".into(), values: ExtraValues::F64(conf) });
     }
     let opts = WriteOptions { extra, ..WriteOptions::default() };
-    Ok(write_table(t, path, &opts).map_err(|e| format!("{}: {e}", path.display()))?)
+    // Through a temporary file renamed into place: `path` holds the old file or the whole new one.
+    let written = crate::outputs::write_atomic(path, |tmp| {
+        write_table(t, tmp, &opts).map_err(Box::<dyn std::error::Error>::from)
+    })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(written)
 }

@@ -9,18 +9,12 @@ use std::sync::Arc;
 
 const SHOW_ABOVE_BYTES: u64 = 64 << 20;
 
-/// Total size of the inputs (files, or files under folders).
+/// Total size of the files the readers will read (the ingest folder walk:
+/// each real file once, links to enclosing folders not followed again).
 fn total_bytes(paths: &[PathBuf]) -> u64 {
-    fn walk(p: &std::path::Path) -> u64 {
-        match std::fs::metadata(p) {
-            Ok(m) if m.is_dir() => std::fs::read_dir(p)
-                .map(|rd| rd.filter_map(|e| e.ok()).map(|e| walk(&e.path())).sum())
-                .unwrap_or(0),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        }
-    }
-    paths.iter().map(|p| walk(p)).sum()
+    commlens_ingest::expand_inputs(paths)
+        .map(|files| files.iter().filter_map(|(p, _)| std::fs::metadata(p).ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }
 
 /// Returns the callback to give the readers, and the bar to finish.

@@ -49,7 +49,8 @@ fn report_compares_a_run_with_its_baseline() {
     assert_eq!(page.matches(r#"<polyline class="curve""#).count(), 1);
     assert!(page.contains("nccl-tests AllReduce, 8 ranks") && page.contains("median of baseline"));
     // A file without a result table is refused, naming it.
-    let (code, _, err) = commlens(&["report", kineto.to_str().unwrap(), "--baseline", html.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    let other = tmp.join("r2.html");
+    let (code, _, err) = commlens(&["report", kineto.to_str().unwrap(), "--baseline", html.to_str().unwrap(), "-o", other.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("r.html") && err.contains("no nccl-tests result table"), "{err}");
     let _ = std::fs::remove_dir_all(&tmp);

@@ -124,6 +124,8 @@ fn report_renders_in_headless_chromium() {
         "Stragglers",
         "Overlap with compute",
         "Model against observed",
+        "Expected from the collective model",
+        "Tuning disagreements",
         "Communicator bottlenecks",
     ] {
         assert!(dom.contains(&format!("<h2>{h}</h2>")), "DOM lacks heading {h}");

@@ -16,38 +16,107 @@ use std::path::{Path, PathBuf};
 /// skipped, so an output folder next to the inputs does not get in the way. The flag says whether the file was
 /// named explicitly (an explicit non-log is an error, a file found in a folder
 /// that is not a log is skipped with a note).
+///
+/// Every real file is listed once and every folder walked once, however
+/// many links lead to them (see [`expand_inputs_noted`], which also says
+/// what was passed over).
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, IngestError> {
-    let mut out = Vec::new();
+    expand_inputs_noted(paths).map(|e| e.files)
+}
+
+/// What [`expand_inputs_noted`] found.
+#[derive(Debug, Default, Clone)]
+pub struct Expanded {
+    /// The files to read, each real file once; the flag says whether it was named explicitly.
+    pub files: Vec<(PathBuf, bool)>,
+    /// Paths passed over because the file or folder they lead to (through a
+    /// symbolic link, or named twice) was already listed or walked: the path
+    /// and the one it was read as. A link to an enclosing folder is one of
+    /// them, so walks always end.
+    pub skipped: Vec<(PathBuf, PathBuf)>,
+}
+
+/// [`expand_inputs`], with the paths that were passed over as already read.
+/// Files are told apart by (device, inode), so links, hard links and a path
+/// named twice are read once.
+pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
+    let mut w = Walk::default();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
         if meta.is_dir() {
-            walk(p, &mut out)?;
+            if w.first(p, &meta) {
+                w.walk(p)?;
+            }
         } else {
-            out.push((p.clone(), true));
+            w.file(p, &meta, true);
         }
     }
-    if out.is_empty() {
+    if w.out.files.is_empty() {
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
     }
-    Ok(out)
+    Ok(w.out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), IngestError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| IngestError::Io { path: dir.to_path_buf(), source: e })?;
-    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for e in entries {
-        let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
-        if e.is_dir() {
-            walk(&e, out)?;
-        } else if e.is_file() && !is_commlens_output(&e) {
-            out.push((e, false));
+/// Identity of a file or folder, the same through every link to it.
+#[cfg(unix)]
+fn file_key(_path: &Path, meta: &std::fs::Metadata) -> (u64, u64, PathBuf) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino(), PathBuf::new())
+}
+
+#[cfg(not(unix))]
+fn file_key(path: &Path, _meta: &std::fs::Metadata) -> (u64, u64, PathBuf) {
+    (0, 0, std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+#[derive(Default)]
+struct Walk {
+    out: Expanded,
+    seen: std::collections::HashMap<(u64, u64, PathBuf), PathBuf>,
+}
+
+impl Walk {
+    /// Records `path`; false (and a note) when what it leads to was seen.
+    fn first(&mut self, path: &Path, meta: &std::fs::Metadata) -> bool {
+        match self.seen.entry(file_key(path, meta)) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                self.out.skipped.push((path.to_path_buf(), e.get().clone()));
+                false
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(path.to_path_buf());
+                true
+            }
         }
     }
-    Ok(())
+
+    fn file(&mut self, path: &Path, meta: &std::fs::Metadata, explicit: bool) {
+        if self.first(path, meta) {
+            self.out.files.push((path.to_path_buf(), explicit));
+        }
+    }
+
+    fn walk(&mut self, dir: &Path) -> Result<(), IngestError> {
+        let rd = std::fs::read_dir(dir).map_err(|e| IngestError::Io { path: dir.to_path_buf(), source: e })?;
+        let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        entries.sort();
+        for e in entries {
+            let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+            if hidden {
+                continue;
+            }
+            // Follows links; a dangling one is passed over, as before.
+            let Ok(meta) = std::fs::metadata(&e) else { continue };
+            if meta.is_dir() {
+                if self.first(&e, &meta) {
+                    self.walk(&e)?;
+                }
+            } else if meta.is_file() && !is_commlens_output(&e) {
+                self.file(&e, &meta, false);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Files commlens writes, recognised by extension or (Chrome traces) by the
@@ -329,4 +398,30 @@ impl Loaded {
 /// Reads all inputs into one assembled table with every operation stored.
 pub fn load_inputs(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
     load_inputs_with(paths, opts, true, || (), |_: &mut (), _| {}).map(|(l, _)| l)
+}
+
+#[cfg(all(test, unix))]
+mod walk_tests {
+    use super::*;
+
+    #[test]
+    fn links_lead_to_each_file_and_folder_once() {
+        let root = std::env::temp_dir().join(format!("commlens-walk-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let sub = root.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("a.log"), "x").unwrap();
+        std::fs::write(sub.join("b.log"), "y").unwrap();
+        std::os::unix::fs::symlink("..", sub.join("up")).unwrap();
+        std::os::unix::fs::symlink("..", sub.join("up2")).unwrap();
+        std::os::unix::fs::symlink("a.log", sub.join("c.log")).unwrap();
+        std::fs::hard_link(sub.join("b.log"), sub.join("d.log")).unwrap();
+        let e = expand_inputs_noted(&[root.clone(), sub.join("a.log")]).unwrap();
+        let names: Vec<_> = e.files.iter().map(|(p, _)| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+        assert_eq!(names, ["a.log", "b.log"]);
+        // c.log, d.log, up, up2, and the explicit a.log.
+        assert_eq!(e.skipped.len(), 5, "{:?}", e.skipped);
+        assert!(e.skipped.iter().any(|(p, first)| p.ends_with("c.log") && first.ends_with("a.log")));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

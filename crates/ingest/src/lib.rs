@@ -31,4 +31,4 @@ mod plugin_out_table;
 pub mod topo_xml;
 
 pub use error::IngestError;
-pub use inputs::{expand_inputs, load_any, load_inputs, sniff, InputFormat, Loaded};
+pub use inputs::{expand_inputs, expand_inputs_noted, load_any, load_inputs, sniff, Expanded, InputFormat, Loaded};

@@ -8,13 +8,13 @@
 use super::CmdResult;
 use crate::Format;
 use commlens_synth::{generate_traces, RunConfig, TraceConfig};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub fn run(out: Option<PathBuf>) -> CmdResult {
     let cfg = RunConfig::default();
     let tcfg = TraceConfig::default();
     let dir = out.unwrap_or_else(|| std::env::temp_dir().join(format!("commlens-demo-{}", std::process::id())));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    claim_dir(&dir)?;
     let g = generate_traces(&cfg, &tcfg)?;
     let io = |e: std::io::Error| format!("{}: {e}", dir.display());
     let logs_dir = dir.join("logs");
@@ -79,5 +79,26 @@ pub fn run(out: Option<PathBuf>) -> CmdResult {
         "\nEverything stays in {}: open fused/trace.pftrace in https://ui.perfetto.dev, report.html in a browser.",
         dir.display()
     );
+    Ok(())
+}
+
+/// Marks the folder (`.commlens-demo`) as the demo's. The demo writes files of
+/// fixed names, so it only writes into a new or empty folder or one an
+/// earlier demo marked: it never overwrites files of the user's.
+fn claim_dir(dir: &Path) -> CmdResult {
+    let marker = dir.join(".commlens-demo");
+    if dir.exists() && !marker.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "refusing to write the demo into {}: the folder is not empty and no earlier demo wrote it, so its files could be overwritten; name a new or empty folder",
+                dir.display()
+            )
+            .into());
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(&marker, "written by commlens demo; it may overwrite the files it wrote here\n")
+        .map_err(|e| format!("{}: {e}", marker.display()))?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use super::CmdResult;
 use crate::enrich::Enrichment;
 use crate::render;
 use commlens_export::table::Table;
-use commlens_export::{chrome, perfetto, TraceOptions};
+use commlens_export::TraceOptions;
 use commlens_fuse::{fuse_traces, FuseConfig, FuseReport};
 use commlens_ingest::inputs::{expand_inputs, load_inputs};
 use commlens_ingest::kineto::{self, KernelTrace, TraceOptions as ReadTraceOptions};
@@ -197,12 +197,12 @@ pub fn write_outputs(f: &Fused, out: &Path) -> CmdResult {
     let opts = TraceOptions { ranges: crate::enrich::trace_ranges(&f.traces), ..TraceOptions::default() };
     let json = out.join("trace.json");
     let pf = out.join("trace.pftrace");
-    chrome::write_chrome_trace_file(&f.table, &enrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
-    perfetto::write_perfetto_trace_file(&f.table, &enrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
+    crate::outputs::write_traces(&f.table, &enrich, &opts, &json, &pf)?;
     let pq = out.join("fused.parquet");
     crate::parquet_out::write(&f.table, &enrich, true, &pq)?;
     let summary = out.join("summary.json");
-    std::fs::write(&summary, serde_json::to_string_pretty(&summary_json(f))?).map_err(|e| format!("{}: {e}", summary.display()))?;
+    let text = serde_json::to_string_pretty(&summary_json(f))?;
+    crate::outputs::write_file_atomic(&summary, |w| std::io::Write::write_all(w, text.as_bytes()))?;
     println!("wrote {}, {}, {} and {}", pq.display(), json.display(), pf.display(), summary.display());
     Ok(())
 }

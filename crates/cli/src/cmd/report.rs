@@ -1,13 +1,15 @@
 //! `commlens report INPUTS -o report.html`: one self-contained HTML page
 //! (inline SVG, no network) with the charts of every analysis the inputs
-//! allow; sections the inputs cannot feed say which input would.
+//! allow; sections the inputs cannot feed say which input would. The
+//! collective model's expectations (`crate::expected`) judge every operation
+//! on its own communicator, and NCCL's logged tuning choices are compared
+//! with the model's (one summary line on stdout).
 
 use super::CmdResult;
 use crate::report_data as rd;
 use commlens_analyze::stats::Aggregate;
 use commlens_export::report::{write_html, Report};
 use commlens_ingest::nccl_log::ReadOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub struct ReportArgs<'a> {
@@ -39,7 +41,25 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
         t.n_ops(),
         t.per_rank.iter().filter(|o| !o.is_empty()).count()
     );
+    println!("{}", tuning_line(&report));
+    if let Some(f) = report.summary.iter().find(|f| f.label == VS_MODEL) {
+        println!("expected: measured bus bandwidth is {} of the model's ({})", f.value, f.detail.as_deref().unwrap_or(""));
+    }
     Ok(())
+}
+
+/// Label of the summary tile with the median efficiency against the model.
+const VS_MODEL: &str = "busbw vs model";
+
+/// The one-line summary of NCCL's logged choices against the model's.
+pub fn tuning_line(r: &Report) -> String {
+    match &r.tuning {
+        Some(tu) => format!(
+            "tuning: model agrees with NCCL on {}/{} logged choices (algorithm and protocol; channel counts {}/{})",
+            tu.agree, tu.compared, tu.channels_agree, tu.channels_compared
+        ),
+        None => "tuning: no logged choices to compare (NCCL_DEBUG_SUBSYS=TUNING prints `Bytes -> Algo` lines)".into(),
+    }
 }
 
 /// Builds the report of a table (and the kernel traces it came with, for
@@ -73,6 +93,20 @@ pub fn build(
     r.iterations = rd::iterations(t, &ranges);
     r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
     r.overlap = rd::overlap_section(&rd::overlap_rows(traces));
+    // The collective model on the run's own cluster (inputs are labelled by
+    // their paths; those that exist add their log lines to the cluster facts).
+    let paths: Vec<PathBuf> = inputs.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
+    let bw = commlens_analyze::bandwidth::analyze(t, &Default::default());
+    let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster(&paths, t), &bw);
+    r.expected = crate::expected::expected_section(t, &exp);
+    r.tuning = crate::expected::tuning_section(t, &exp);
+    let mut eff: Vec<f64> = exp.ops.iter().flatten().flatten().filter_map(|x| x.efficiency).collect();
+    if let Some(s) = commlens_analyze::bandwidth::Spread::of(&mut eff) {
+        r.summary.push(commlens_export::report::Figure {
+            detail: Some(format!("median over {} timed operations", eff.len())),
+            ..commlens_export::report::Figure::new(VS_MODEL, format!("{:.0}%", 100.0 * s.median))
+        });
+    }
     if let Some(path) = model {
         let c = super::model::read_config(path)?;
         let (theory, cmp) = super::model::volumes(&c, Some(t));
@@ -85,8 +119,5 @@ pub fn write_report(r: &Report, out: &Path) -> CmdResult {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let f = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    write_html(r, &mut w).and_then(|_| w.flush()).map_err(|e| format!("{}: {e}", out.display()))?;
-    Ok(())
+    Ok(crate::outputs::write_file_atomic(out, |w| write_html(r, w))?)
 }

@@ -2,11 +2,13 @@
 //! Chrome trace (`trace.json`) and a Perfetto trace (`trace.pftrace`): one
 //! process per rank, one track per CUDA stream, the operation's metadata as
 //! slice arguments, with bandwidth, efficiency and the communicator's
-//! parallelism class added.
+//! parallelism class added, and the collective model's expectation on the
+//! run's cluster (`expected_us`, `expected_busbw_gb_s`, and
+//! `efficiency_vs_model` for timed operations).
 
 use super::CmdResult;
 use crate::enrich::Enrichment;
-use commlens_export::{chrome, perfetto, TraceOptions};
+use commlens_export::TraceOptions;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
 
@@ -18,12 +20,15 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let opts = TraceOptions::default();
-    // Bandwidth, efficiency and parallelism class as slice arguments.
+    // Bandwidth, efficiency, parallelism class and the model's expectation
+    // as slice arguments.
     let enrich = Enrichment::new(t);
+    let cluster = crate::expected::run_cluster(inputs, t);
+    let expected = crate::expected::Expected::compute(t, cluster, enrich.bandwidth());
+    let enrich = enrich.with_expected(&expected);
     let json = out.join("trace.json");
     let pf = out.join("trace.pftrace");
-    let s = chrome::write_chrome_trace_file(t, &enrich, &opts, &json).map_err(|e| format!("{}: {e}", json.display()))?;
-    perfetto::write_perfetto_trace_file(t, &enrich, &opts, &pf).map_err(|e| format!("{}: {e}", pf.display()))?;
+    let s = crate::outputs::write_traces(t, &enrich, &opts, &json, &pf)?;
     println!(
         "wrote {} and {}: {} ranks, {} tracks ({} for overlapping operations), {} slices with GPU time, {} CPU-only instants, {} untimed",
         json.display(),
@@ -34,6 +39,14 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
         s.slices,
         s.instants,
         s.untimed_ops
+    );
+    let modelled = expected.ops.iter().flatten().flatten().count();
+    let vs: Vec<f64> = expected.ops.iter().flatten().flatten().filter_map(|x| x.efficiency).collect();
+    println!(
+        "collective model on cluster '{}': expected time and busbw for {modelled} of {} operations, efficiency against it for {} timed ones",
+        expected.cluster.name,
+        t.n_ops(),
+        vs.len()
     );
     println!("open them in https://ui.perfetto.dev (or chrome://tracing for the JSON)");
     Ok(())

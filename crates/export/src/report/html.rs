@@ -12,7 +12,7 @@ use super::svg::{self, ColumnOpts, HBar, Series};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-/// Rows of a generic table shown at most (the rest is counted).
+/// Rows of a table shown at most (the rest is counted).
 pub const MAX_TABLE_ROWS: usize = 1_000;
 /// Inputs listed by name at most.
 const MAX_INPUTS: usize = 20;
@@ -55,6 +55,16 @@ pub fn render_html(r: &Report) -> String {
         &hint,
         super::html_bandwidth::bandwidth,
     );
+    section(
+        s,
+        "expected",
+        "Expected from the collective model",
+        SectionKind::Expected,
+        r.expected.as_ref(),
+        &hint,
+        super::html_expected::expected,
+    );
+    section(s, "tuning", "Tuning disagreements", SectionKind::Tuning, r.tuning.as_ref(), &hint, super::html_expected::tuning);
     section(s, "ranks", "Volume per rank", SectionKind::RankVolume, r.rank_volume.as_ref(), &hint, rank_volume);
     section(
         s,
@@ -92,13 +102,17 @@ pub fn default_hint(k: SectionKind) -> &'static str {
         SectionKind::Stragglers => "Needs timed collective instances on several ranks: GPU traces or plugin outputs from every rank (clock offsets are estimated from them).",
         SectionKind::Overlap => "Needs compute kernels next to NCCL kernels: a Kineto or Nsight Systems trace with the compute streams.",
         SectionKind::Model => "Needs the parallel layout and model shape (e.g. Megatron --tensor/--pipeline-model-parallel-size, hidden size, layers, sequence length) to compute the expected bytes.",
+        SectionKind::Expected => "Needs operations on communicators of known size (NCCL logs with their init lines, plugin outputs, or traces that name their process groups); GPU spans add the measured side and the efficiency against the model.",
+        SectionKind::Tuning => "Needs NCCL's per-call tuning lines: NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING (or COLL, on NCCL 2.2x and later) makes rank 0 of each communicator print `<Op>: N Bytes -> Algo … proto … channel{Lo..Hi}` for every call.",
     }
 }
 
-const NAV: [(&str, &str); 8] = [
+const NAV: [(&str, &str); 10] = [
     ("mix", "Operation mix"),
     ("sizes", "Sizes"),
     ("busbw", "Bandwidth"),
+    ("expected", "Expected"),
+    ("tuning", "Tuning"),
     ("ranks", "Per rank"),
     ("iterations", "Iterations"),
     ("stragglers", "Stragglers"),
@@ -511,6 +525,7 @@ line.axis{stroke:#9aa0a6;stroke-width:1}
 line.grid{stroke:#eceef1;stroke-width:1}
 line.limit{stroke:#d93025;stroke-width:1.6;stroke-dasharray:7 4}
 polyline.curve{fill:none;stroke-width:2.2;stroke-dasharray:2 3}
+polyline.model{fill:none;stroke-width:2;stroke-dasharray:8 4}
 .cap{font-size:11px;fill:#80868b;font-style:italic}
 .lim{font-size:11.5px;fill:#c5221f;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px;font-size:12px;margin:4px 0}
@@ -523,6 +538,7 @@ tbody tr:hover{background:#f8f9fb}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600}
 .good{background:#e6f4ea;color:#137333}.warn{background:#fef7e0;color:#b06000}.bad{background:#fce8e6;color:#c5221f}
 .figs{color:var(--muted);font-size:13px;margin:4px 0}
+.wide{overflow-x:auto}
 .notes{color:var(--muted);font-size:13px;margin:8px 0 0;padding-left:18px}
 .meta .notes{margin:2px 0 10px}
 .meta .inputs ul{margin:4px 0 0;padding-left:18px;columns:2}

@@ -14,7 +14,7 @@ fn render(r: &Report) -> String {
     s
 }
 
-const HEADINGS: [&str; 8] = [
+const HEADINGS: [&str; 10] = [
     "Operation mix",
     "Volume per rank",
     "Message sizes",
@@ -23,6 +23,8 @@ const HEADINGS: [&str; 8] = [
     "Stragglers",
     "Overlap with compute",
     "Model against observed",
+    "Expected from the collective model",
+    "Tuning disagreements",
 ];
 
 #[test]
@@ -32,8 +34,10 @@ fn sample_has_every_section_and_chart() {
         assert!(s.contains(&format!("<h2>{h}</h2>")), "{h}");
     }
     assert!(!s.contains("Not available"));
-    // Two op-mix bar charts + volume, sizes, bandwidth, heatmap, stragglers, overlap.
-    assert_eq!(s.matches("<svg ").count(), 8);
+    // Two op-mix bar charts + volume, sizes, bandwidth, expected, heatmap, stragglers, overlap.
+    assert_eq!(s.matches("<svg ").count(), 9);
+    assert!(s.contains("agree on <b>12,311 of 12,480</b>"));
+    assert!(s.contains("model: tp-0 AllReduce") && s.contains("NVLS/SIMPLE, 24 channels"));
     assert!(s.contains("NVLink 4 (intra-node): 370 GB/s"));
     assert!(s.contains("5,000 of 9,000 points shown"));
     assert!(s.contains("Communicator bottlenecks"));
@@ -54,8 +58,8 @@ fn sample_has_every_section_and_chart() {
 #[test]
 fn empty_report_explains_every_absent_section() {
     let s = render(&Report::default());
-    assert_eq!(s.matches("Not available for these inputs.").count(), 8);
-    for k in [SectionKind::OpMix, SectionKind::Bandwidth, SectionKind::Overlap, SectionKind::Model] {
+    assert_eq!(s.matches("Not available for these inputs.").count(), 10);
+    for k in [SectionKind::OpMix, SectionKind::Bandwidth, SectionKind::Overlap, SectionKind::Model, SectionKind::Expected, SectionKind::Tuning] {
         assert!(s.contains(&*crate::report::scale::esc(default_hint(k))), "{k:?}");
     }
     assert!(s.contains("<title>commlens report</title>"));
@@ -140,6 +144,20 @@ fn hostile_numbers_and_shapes() {
             notes: vec![],
         }),
         model: Some(ModelTable { rows: vec![ModelRow::default()], notes: vec![] }),
+        expected: Some(ExpectedSection {
+            rows: vec![
+                ExpectedRow { expected_busbw_gb_s: Some(nan), efficiency: Some(nan), ..ExpectedRow::default() },
+                ExpectedRow {
+                    median_bytes: 0,
+                    expected_busbw_gb_s: Some(f64::INFINITY),
+                    measured_busbw_gb_s: Some(-1.0),
+                    expected_time_us: Some(nan),
+                    ..ExpectedRow::default()
+                },
+            ],
+            ..ExpectedSection::default()
+        }),
+        tuning: Some(TuningSection::default()),
         tables: vec![ReportTable {
             rows: vec![vec![], vec!["a".into(), "b".into(), "c".into()]],
             ..ReportTable::default()
@@ -149,6 +167,7 @@ fn hostile_numbers_and_shapes() {
     let s = render(&r);
     assert!(!s.contains("NaN") && !s.contains("inf\""));
     assert!(s.contains("No data"));
+    assert!(s.contains("agree on <b>0 of 0</b> logged choices (–)") && s.contains("No disagreement"));
 }
 
 #[test]

@@ -33,6 +33,13 @@ pub struct Report {
     pub stragglers: Option<Stragglers>,
     pub overlap: Option<Overlap>,
     pub model: Option<ModelTable>,
+    /// Expected time and bus bandwidth from the collective model, per
+    /// communicator × kind × size, beside the measured figures.
+    #[serde(default)]
+    pub expected: Option<ExpectedSection>,
+    /// NCCL's logged algorithm/protocol choices against the model's tuner.
+    #[serde(default)]
+    pub tuning: Option<TuningSection>,
     /// Further tables (bottlenecks, classification, …), shown after the charts.
     pub tables: Vec<ReportTable>,
     /// Overrides of the built-in "what would provide this" text of absent
@@ -66,6 +73,8 @@ pub enum SectionKind {
     Stragglers,
     Overlap,
     Model,
+    Expected,
+    Tuning,
 }
 
 /// Operation mix: how many operations and bytes per kind.
@@ -256,6 +265,75 @@ impl ModelRow {
             _ => None,
         }
     }
+}
+
+/// What the collective model expects of the run's operations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExpectedSection {
+    /// Name of the cluster the model ran on (e.g. `from run.log`, `dgx-h100`).
+    pub cluster: String,
+    /// Where the cluster's facts came from (first lines of its provenance).
+    pub provenance: Vec<String>,
+    /// What the tuner ran on, e.g. `NCCL's logged search graphs (2 of 2 handles)`.
+    pub tuner_input: String,
+    pub rows: Vec<ExpectedRow>,
+    pub notes: Vec<String>,
+}
+
+/// One communicator × kind × power-of-two size bucket.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedRow {
+    /// Communicator name (logical communicator, or a handle).
+    pub comm: String,
+    pub kind: String,
+    /// Lower edge of the size bucket (bytes as logged, count × datatype size).
+    pub lo_bytes: u64,
+    /// Median logged size of the row's operations (the chart's x).
+    pub median_bytes: u64,
+    pub ops: u64,
+    /// Operations with a GPU span.
+    pub timed: u64,
+    /// Medians over the row's operations.
+    pub expected_time_us: Option<f64>,
+    pub expected_busbw_gb_s: Option<f64>,
+    pub measured_busbw_gb_s: Option<f64>,
+    /// Median of measured / expected bus bandwidth (fraction).
+    pub efficiency: Option<f64>,
+    /// NCCL's logged algorithm/protocol mix, e.g. `RING/SIMPLE 100%`; empty when not logged.
+    pub logged_choice: String,
+    /// The model's algorithm/protocol mix over the same operations.
+    pub model_choice: String,
+    /// `logged graphs` or `emulated search`.
+    pub tuner_input: String,
+}
+
+/// NCCL's logged tuning choices (`Bytes -> Algo` lines) against the model's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TuningSection {
+    /// Operations with a logged algorithm and protocol that the model also tuned.
+    pub compared: u64,
+    /// Of those, operations whose algorithm and protocol the model picked too.
+    pub agree: u64,
+    /// Compared operations with a logged channel range.
+    pub channels_compared: u64,
+    pub channels_agree: u64,
+    /// Disagreements grouped by communicator, kind, size and the two choices.
+    pub rows: Vec<TuningRow>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuningRow {
+    pub comm: String,
+    pub kind: String,
+    /// Bytes as logged (count × datatype size).
+    pub bytes: u64,
+    /// NCCL's choice, e.g. `RING/SIMPLE, 24 channels`.
+    pub logged: String,
+    pub model: String,
+    /// What differs: `algorithm`, `protocol`, `channels`, joined by `, `.
+    pub differs: String,
+    pub count: u64,
 }
 
 /// A generic table of strings (what [`crate::Table`] holds, serializable).

@@ -138,6 +138,34 @@ pub fn sample_report() -> Report {
             "PP traffic is above the model: activation recomputation sends twice.".into(),
         ],
     });
+    r.expected = Some(expected());
+    r.tuning = Some(TuningSection {
+        compared: 12_480,
+        agree: 12_311,
+        channels_compared: 12_480,
+        channels_agree: 12_402,
+        rows: vec![
+            TuningRow {
+                comm: "dp-0".into(),
+                kind: "ReduceScatter".into(),
+                bytes: 6 << 20,
+                logged: "RING/LL128, 16 channels".into(),
+                model: "RING/SIMPLE, 16 channels".into(),
+                differs: "protocol".into(),
+                count: 169,
+            },
+            TuningRow {
+                comm: "tp-0".into(),
+                kind: "AllReduce".into(),
+                bytes: 96 << 10,
+                logged: "NVLS/SIMPLE, 16 channels".into(),
+                model: "NVLS/SIMPLE, 24 channels".into(),
+                differs: "channels".into(),
+                count: 78,
+            },
+        ],
+        notes: vec!["Send/Recv and AllToAll run outside NCCL's tuner and are not compared.".into()],
+    });
     let mut t = crate::Table::new(
         "Communicator bottlenecks",
         &["communicator", "ranks>", "kind", "slowest link", "limit GB/s>"],
@@ -148,6 +176,51 @@ pub fn sample_report() -> Report {
     t.note("Limits per thesis eq. 4.12: the slowest link of the ring, per GPU.");
     r.tables.push(crate::report::ReportTable::from(&t));
     r
+}
+
+/// Expected figures of the sample's communicators: TP AllReduce over NVLink
+/// near the model, DP collectives across nodes below it.
+fn expected() -> ExpectedSection {
+    let mut rows = Vec::new();
+    for (comm, kind, peak, half, eff) in [
+        ("tp-0", "AllReduce", 360.0, 3.0e6, 0.93),
+        ("dp-0", "ReduceScatter", 46.0, 1.5e6, 0.78),
+        ("dp-0", "AllGather", 46.0, 1.5e6, 0.81),
+        ("pp-0", "Send", 24.0, 0.4e6, 0.9),
+    ] {
+        for e in (14..=28).step_by(2) {
+            let bytes = 1u64 << e;
+            let expected = peak * bytes as f64 / (bytes as f64 + half);
+            let factor = if kind == "AllReduce" { 1.5 } else { 1.0 };
+            let model = if kind == "Send" { "–" } else if e < 20 { "RING/LL 100%" } else { "RING/SIMPLE 100%" };
+            rows.push(ExpectedRow {
+                comm: comm.into(),
+                kind: kind.into(),
+                lo_bytes: bytes,
+                median_bytes: bytes + bytes / 3,
+                ops: 4_000 >> (e / 4),
+                timed: 4_000 >> (e / 4),
+                expected_time_us: Some(bytes as f64 * factor / (expected * 1e3)),
+                expected_busbw_gb_s: Some(expected),
+                measured_busbw_gb_s: Some(expected * eff),
+                efficiency: Some(eff),
+                logged_choice: if kind == "Send" { String::new() } else { model.into() },
+                model_choice: model.into(),
+                tuner_input: "logged graphs".into(),
+            });
+        }
+    }
+    ExpectedSection {
+        cluster: "from logs/nccl-node0.log".into(),
+        provenance: vec![
+            "preset dgx-h100 for what the run does not tell (its GPU)".into(),
+            "GPU H100-SXM from the name `NVIDIA H100 80GB HBM3`".into(),
+            "2 nodes from the hosts of the run".into(),
+        ],
+        tuner_input: "NCCL's logged search graphs for 9 of 9 communicator handles".into(),
+        rows,
+        notes: vec!["Send/Recv are modelled as grouped point-to-point transfers (SendRecv).".into()],
+    }
 }
 
 fn model_row(p: &str, kind: &str, theory_gib: u64, observed_gib: u64) -> ModelRow {

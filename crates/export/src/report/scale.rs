@@ -156,8 +156,14 @@ fn trim_num(v: f64) -> String {
         format!("{v:.1}")
     } else if a >= 0.1 {
         format!("{v:.2}")
-    } else {
+    } else if a >= 1e-3 {
         format!("{v:.3}")
+    } else if a >= 1e-9 {
+        // Two significant digits rather than a bare 0 (a 4-byte call's GB/s).
+        let digits = (-a.log10()).ceil() as usize + 1;
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.1e}")
     };
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -290,6 +296,10 @@ mod tests {
         assert_eq!(fmt_value(12_345.0, Unit::Count), "12.3k");
         assert_eq!(fmt_value(370.0, Unit::GbS), "370 GB/s");
         assert_eq!(fmt_value(f64::NAN, Unit::GbS), "n/a");
+        assert_eq!(fmt_value(0.000204, Unit::GbS), "0.0002 GB/s");
+        assert_eq!(fmt_value(0.0016, Unit::Plain), "0.002");
+        assert_eq!(fmt_value(0.0001, Unit::Plain), "0.0001");
+        assert_eq!(fmt_value(2.5e-12, Unit::Plain), "2.5e-12");
         assert_eq!(kind_color("AllReduce"), kind_color("AllReduce"));
         assert_ne!(kind_color("AllReduce"), kind_color("AllGather"));
         assert!(kind_color("Custom").starts_with('#'));

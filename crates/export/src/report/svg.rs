@@ -292,6 +292,20 @@ pub fn scatter_loglog_with_curves(
     x_title: &str,
     y_title: &str,
 ) -> String {
+    scatter_loglog_styled(series, curves, "curve", limits, width, x_title, y_title)
+}
+
+/// [`scatter_loglog_with_curves`] with the curves' CSS class (`curve`:
+/// measured references, dotted; `model`: expectations, dashed).
+pub fn scatter_loglog_styled(
+    series: &[Scatter],
+    curves: &[Scatter],
+    curve_class: &str,
+    limits: &[(String, f64)],
+    width: f64,
+    x_title: &str,
+    y_title: &str,
+) -> String {
     let ok = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite() && p.0 > 0.0 && p.1 > 0.0;
     let mut captions = Vec::new();
     let drawn: Vec<Vec<(f64, f64)>> = series
@@ -370,6 +384,9 @@ pub fn scatter_loglog_with_curves(
         }
         svg.s.push_str("</g>");
     }
+    // Curve labels sit above each curve's last point, moved down a line
+    // while they would cover an earlier label.
+    let mut placed: Vec<(f64, f64)> = Vec::new();
     for (c, pts) in curves.iter().zip(&lines) {
         if pts.is_empty() {
             continue;
@@ -377,13 +394,24 @@ pub fn scatter_loglog_with_curves(
         let path: Vec<String> = pts.iter().map(|p| format!("{},{}", num(xs(p.0)), num(ys(p.1)))).collect();
         let _ = write!(
             svg.s,
-            r#"<polyline class="curve" stroke="{}" points="{}"><title>{}</title></polyline>"#,
+            r#"<polyline class="{}" stroke="{}" points="{}"><title>{}</title></polyline>"#,
+            esc(curve_class),
             esc(c.color),
             path.join(" "),
             esc(c.name)
         );
         let last = pts[pts.len() - 1];
-        svg.text(xs(last.0) - 4.0, ys(last.1) - 6.0, "end", "lim", c.name);
+        let w = text_w(c.name);
+        // Right-aligned at the last point, but never past the plot's left edge.
+        let (x, mut y) = ((xs(last.0) - 4.0).max(left + w + 4.0), ys(last.1) - 6.0);
+        for _ in 0..curves.len() {
+            if !placed.iter().any(|(px, py)| (py - y).abs() < 13.0 && (px - x).abs() < w) {
+                break;
+            }
+            y += 14.0;
+        }
+        placed.push((x, y));
+        svg.text(x, y, "end", "lim", c.name);
     }
     for (name, v) in &lims {
         svg.line(left, ys(*v), left + pw, ys(*v), "limit");

@@ -1,0 +1,215 @@
+//! What the collective model (`commlens_model`) expects of every operation
+//! of a table, on its own communicator.
+//!
+//! The run's cluster is built once ([`run_cluster`]: the table's facts plus
+//! the hardware lines of the inputs' logs, as `commlens cluster show` does).
+//! Each communicator handle gets one [`Predictor`] (NCCL's logged search
+//! graphs when its init printed them, else the emulated search), built on
+//! first use and shared by all its operations; each operation is predicted at
+//! its kind and its nccl-tests size (`bandwidth::algo_bytes`: the whole
+//! buffer), Send/Recv as `SendRecv` of their bytes. Operations of single-rank
+//! communicators, or of handles whose size is unknown, get nothing.
+//!
+//! With a GPU span, the measured bus bandwidth is `commlens_analyze::bandwidth`'s
+//! (nccl-tests convention, the same `S` and bus factor as the model's), and
+//! the efficiency against the model is measured busbw ÷ expected busbw.
+
+mod sections;
+
+pub use sections::{expected_section, tuning_section};
+
+use commlens_analyze::bandwidth::{algo_bytes, BandwidthReport, BusConvention, OpRef};
+use commlens_core::model::DevIdx;
+use commlens_core::{Algorithm, CommIdx, OpKind, OpTable, Protocol};
+use commlens_ingest::inputs::{sniff, InputFormat};
+use commlens_ingest::lines::LineSource;
+use commlens_ingest::lines_mapped::FileLines;
+use commlens_ingest::topo_xml::{is_topo_xml, read_topo_xml};
+use commlens_model::from_run::{cluster_from_facts, facts_from_table, RunFacts};
+use commlens_model::predict::{Prediction, DEFAULT_VERSION};
+use commlens_model::presets::preset;
+use commlens_model::tuner::NcclEnv;
+use commlens_model::{Cluster, Predictor};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The model of one communicator handle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommModel {
+    pub nranks: u32,
+    pub nnodes: u32,
+    /// The tuner ran on NCCL's own logged search graphs (else: emulated search).
+    pub logged_graphs: bool,
+}
+
+/// The model's figures for one operation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpExpected {
+    /// nccl-tests size the model was asked about.
+    pub size_bytes: u64,
+    pub time_us: f64,
+    pub busbw_gb_s: f64,
+    /// The model's tuner choice (`None` outside the tuner: point-to-point, AllToAll).
+    pub algo: Option<Algorithm>,
+    pub proto: Option<Protocol>,
+    pub n_channels: u32,
+    /// From `commlens_analyze::bandwidth` when the operation has a GPU span.
+    pub measured_busbw_gb_s: Option<f64>,
+    /// measured ÷ expected bus bandwidth.
+    pub efficiency: Option<f64>,
+}
+
+/// Expected figures of a whole table.
+pub struct Expected {
+    pub cluster: Cluster,
+    /// Per communicator handle that has operations and more than one rank.
+    pub comms: Vec<Option<CommModel>>,
+    /// `ops[dev][i]` for `table.per_rank[dev][i]`.
+    pub ops: Vec<Vec<Option<OpExpected>>>,
+}
+
+enum Slot {
+    Untried,
+    Unmodelled,
+    Ready(Box<Predictor>, HashMap<(OpKind, u64), Prediction>),
+}
+
+/// The kind and nccl-tests size the model is asked about for an operation.
+pub fn model_query(kind: OpKind, bytes: u64, nranks: u32) -> (OpKind, u64) {
+    match kind {
+        OpKind::Send | OpKind::Recv | OpKind::SendRecv => (OpKind::SendRecv, bytes),
+        k => (k, algo_bytes(k, bytes, nranks, BusConvention::NcclTests)),
+    }
+}
+
+impl Expected {
+    /// Predicts every operation of `t` on `cluster`; `bw` gives the measured side.
+    pub fn compute(t: &OpTable, cluster: Cluster, bw: &BandwidthReport) -> Expected {
+        let mut slots: Vec<Slot> = (0..t.comms.len()).map(|_| Slot::Untried).collect();
+        let mut comms = vec![None; t.comms.len()];
+        let env = NcclEnv::default();
+        let mut ops = Vec::with_capacity(t.per_rank.len());
+        for (d, rank_ops) in t.per_rank.iter().enumerate() {
+            let mut out = Vec::with_capacity(rank_ops.len());
+            for (i, op) in rank_ops.iter().enumerate() {
+                let c = op.comm.ix();
+                let Some(slot) = slots.get_mut(c) else {
+                    out.push(None);
+                    continue;
+                };
+                if matches!(slot, Slot::Untried) {
+                    *slot = match predictor(&cluster, t, op.comm, &env) {
+                        Some((p, m)) => {
+                            comms[c] = Some(m);
+                            Slot::Ready(Box::new(p), HashMap::new())
+                        }
+                        None => Slot::Unmodelled,
+                    };
+                }
+                let Slot::Ready(p, cache) = slot else {
+                    out.push(None);
+                    continue;
+                };
+                let (kind, size) = model_query(op.kind, op.bytes, p.nranks);
+                let pred = *cache.entry((kind, size)).or_insert_with(|| p.predict(kind, size));
+                let measured = bw.get(OpRef { dev: DevIdx(d as u32), index: i as u32 }).and_then(|b| b.m.busbw_gb_s);
+                let efficiency = match measured {
+                    Some(m) if pred.busbw_gb_s > 0.0 && pred.busbw_gb_s.is_finite() => Some(m / pred.busbw_gb_s),
+                    _ => None,
+                };
+                out.push(Some(OpExpected {
+                    size_bytes: size,
+                    time_us: pred.time_us,
+                    busbw_gb_s: pred.busbw_gb_s,
+                    algo: pred.algo,
+                    proto: pred.proto,
+                    n_channels: pred.n_channels,
+                    measured_busbw_gb_s: measured,
+                    efficiency,
+                }));
+            }
+            ops.push(out);
+        }
+        Expected { cluster, comms, ops }
+    }
+
+    /// The figures of `table.per_rank[d][i]`.
+    pub fn get(&self, d: usize, i: usize) -> Option<&OpExpected> {
+        self.ops.get(d)?.get(i)?.as_ref()
+    }
+}
+
+/// A predictor for a handle of more than one rank, and what it ran on.
+fn predictor(cluster: &Cluster, t: &OpTable, comm: CommIdx, env: &NcclEnv) -> Option<(Predictor, CommModel)> {
+    let c = t.comms.get(comm.ix())?;
+    let version = t.processes.get(c.proc.ix()).and_then(|p| p.nccl_version).unwrap_or(DEFAULT_VERSION);
+    let logged = commlens_model::tuner::logged::logged_graphs(t, comm).is_some();
+    let p = Predictor::for_comm(cluster, t, comm, version, env.clone())?;
+    if p.nranks <= 1 {
+        return None;
+    }
+    let m = CommModel { nranks: p.nranks, nnodes: p.nnodes, logged_graphs: logged };
+    Some((p, m))
+}
+
+/// The cluster a run ran on: the table's facts (hosts, GPUs per host,
+/// topologies, transport) and what the inputs' NCCL logs and nccl-tests
+/// outputs say line by line (GPU names, NICs, network, CPU), and topology XML
+/// files among the inputs; the preset of its GPU (else `dgx-a100`) for the
+/// rest, with provenance. Inputs that cannot be read again (pipes) or are not
+/// text logs (traces, Parquet) add nothing beyond the table.
+pub fn run_cluster(inputs: &[PathBuf], t: &OpTable) -> Cluster {
+    let mut facts = RunFacts::default();
+    for input in inputs {
+        let Ok(files) = commlens_ingest::expand_inputs(std::slice::from_ref(input)) else { continue };
+        for (p, _) in files {
+            let label = label(&p);
+            if is_topo_xml(&p).unwrap_or(false) {
+                if let (Ok(topo), Ok(body)) = (read_topo_xml(&p), std::fs::read_to_string(&p)) {
+                    facts.note_topo_xml(&body, &label);
+                    facts.topologies.push(topo);
+                }
+            } else if is_text_log(&p) {
+                scan_lines(&p, &label, &mut facts);
+            }
+        }
+    }
+    facts.merge(facts_from_table(t));
+    let mut c = cluster_from_facts(&facts, None).unwrap_or_else(|e| {
+        let mut c = preset("dgx-a100").expect("the dgx-a100 preset exists");
+        c.provenance = vec![format!("preset dgx-a100: no cluster from the run ({e})")];
+        c
+    });
+    c.name = match inputs {
+        [] => "from the run's table".to_string(),
+        [one] => format!("from {}", label(one)),
+        many => format!("from {} inputs", many.len()),
+    };
+    c
+}
+
+fn label(p: &Path) -> String {
+    p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// An NCCL log or nccl-tests output (not a trace, plugin file or Parquet table).
+fn is_text_log(p: &Path) -> bool {
+    let parquet = p.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet"))
+        || std::fs::File::open(p).and_then(|mut f| {
+            let mut m = [0u8; 4];
+            std::io::Read::read_exact(&mut f, &mut m).map(|_| &m == b"PAR1")
+        }).unwrap_or(false);
+    !parquet && matches!(sniff(p), Ok(InputFormat::NcclLog))
+}
+
+/// Feeds every line of a file (plain or gzip) to [`RunFacts::note_log_line`];
+/// a read error ends the file quietly (the loader reported it already).
+fn scan_lines(path: &Path, label: &str, facts: &mut RunFacts) {
+    let Ok(mut lines) = FileLines::open(path, 1 << 20, true) else { return };
+    while let Ok(Some(raw)) = lines.next_line() {
+        match std::str::from_utf8(raw) {
+            Ok(s) => facts.note_log_line(s, label),
+            Err(_) => facts.note_log_line(&String::from_utf8_lossy(raw), label),
+        }
+    }
+}
