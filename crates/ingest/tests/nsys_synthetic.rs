@@ -399,3 +399,56 @@ fn compute_kernels_memcpy_and_memset() {
     assert!(t.warnings.iter().any(|w| w.starts_with("1 non-NCCL GPU activities")), "{:?}", t.warnings);
     assert_eq!(std::mem::size_of::<ComputeKernel>(), 24);
 }
+
+/// Hostile exports: views are never run, queries share a time limit, and
+/// broken rows of a `WITHOUT ROWID` table are still counted (named without
+/// a rowid); the good rows stay.
+#[test]
+fn hostile_exports() {
+    let p = temp("view.sqlite");
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+         INSERT INTO StringIds VALUES (1, 'ncclDevKernel_SendRecv');
+         CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r)
+           SELECT x AS start, x + 1 AS \"end\", 0 AS deviceId, 1 AS shortName FROM r;",
+    )
+    .unwrap();
+    drop(c);
+    let e = nsys::load_nsys(&p).unwrap_err();
+    assert!(matches!(e, TraceError::NoNcclKernels { .. }) && e.to_string().contains("is a view"), "{e}");
+
+    let p = temp("norowid.sqlite");
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+         INSERT INTO StringIds VALUES (1, 'ncclDevKernel_SendRecv');
+         CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, \"end\" INT, deviceId INT, streamId INT,
+           correlationId INT PRIMARY KEY, shortName INT) WITHOUT ROWID;
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 0, 7, 1, 1), ('x', 300, 0, 7, 2, 1), (400, 500, 0, 7, 3, 1);",
+    )
+    .unwrap();
+    drop(c);
+    let t = nsys::load_nsys(&p).unwrap();
+    assert_eq!(t.ranks[0].kernels.iter().map(|k| k.start_ns).collect::<Vec<_>>(), vec![100, 400]);
+    assert_eq!(t.stats.skipped.total, 1);
+    assert_eq!(
+        t.stats.skipped.first.as_deref(),
+        Some("a row of CUPTI_ACTIVITY_KIND_KERNEL (TEXT value in start)")
+    );
+    assert!(t.warnings[0].starts_with("skipped 1 malformed rows"), "{:?}", t.warnings);
+
+    // The time limit: a query that runs past it stops the file, named.
+    let c = Connection::open(&p).unwrap();
+    c.execute_batch(
+        "WITH RECURSIVE r(x) AS (SELECT 10 UNION ALL SELECT x + 1 FROM r WHERE x < 50000)
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT 1000 + x, 1001 + x, 0, 8, x, 1 FROM r;",
+    )
+    .unwrap();
+    drop(c);
+    let opts = TraceOptions { query_time_limit: std::time::Duration::from_nanos(1), ..Default::default() };
+    let e = nsys::load_nsys_with(&p, &opts).unwrap_err();
+    assert!(matches!(e, TraceError::Sqlite { .. }) && e.to_string().contains("gave up after"), "{e}");
+    assert!(e.to_string().contains("norowid.sqlite"), "{e}");
+    assert_eq!(nsys::load_nsys(&p).unwrap().n_kernels(), 50_000 - 10 + 1 + 2);
+}

@@ -124,6 +124,11 @@ pub(crate) fn finish(mut c: Collector, path: &str, opts: &TraceOptions) -> Resul
     stats.cpu_collectives = cpu_ops.len() as u64;
     stats.launches = c.launches.len() as u64;
     stats.linked_kernels = links.len() as u64;
+    stats.skipped = std::mem::take(&mut c.skipped);
+    if let Some(w) = stats.skipped.warning("events") {
+        // First, so that a summary showing only a few warnings shows it.
+        warnings.insert(0, w);
+    }
     warn_other_comm(&stats, &mut warnings);
     if dist.rank.0.is_none() {
         warnings.push("no distributedInfo.rank: the global rank is unknown".to_string());

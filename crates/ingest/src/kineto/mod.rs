@@ -20,7 +20,12 @@
 //! The file is streamed ([`stream`]): the `traceEvents` array is never held
 //! in memory. A file that ends early (a run killed while writing, or the
 //! Chrome format's optional closing bracket) keeps what was read and says so
-//! in [`KernelTrace::warnings`]. No NCCL kernel at all is an error
+//! in [`KernelTrace::warnings`]. A malformed event (not an object; `name`,
+//! `cat` or `ph` not a string; `args` not an object, `null` included; or,
+//! for an event that would be kept, `ts` missing, negative or not a time,
+//! `dur` negative or not a time) is skipped and counted by reason in
+//! [`TraceStats::skipped`], the first named by its index in `traceEvents`
+//! and its name, in the first warning; the rest is kept. No NCCL kernel at all is an error
 //! ([`TraceError::NoNcclKernels`]) unless [`TraceOptions::allow_no_kernels`].
 //!
 //! Modules: [`trace`] (the shared model), [`stream`] (serde pass), [`gpu`]

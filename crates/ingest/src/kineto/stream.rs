@@ -25,6 +25,36 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde::Deserialize;
 use std::fmt;
 
+/// Visitor arms for a value that should be a string: any other type
+/// (containers drained) gives `$bad` instead of failing the file.
+macro_rules! not_a_string {
+    ($bad:expr) => {
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($bad)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($bad)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($bad)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($bad)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($bad)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($bad)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($bad)
+        }
+    };
+}
+
 /// Event category, from `cat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cat {
@@ -54,6 +84,8 @@ pub(crate) enum Name {
     /// names the copy or fill it started.
     RuntimeCall,
     Other,
+    /// Not a string (the event is malformed).
+    Malformed,
 }
 
 /// `args` fields used by any kept event. Unknown keys are skipped.
@@ -204,6 +236,8 @@ pub(crate) struct Collector {
     pub base_time_ns: Option<i64>,
     pub schema_version: Option<String>,
     pub saw_trace_events: bool,
+    /// Malformed events skipped (the rest of the file is kept).
+    pub skipped: crate::kineto::trace::Skipped,
     scratch: Vec<u8>,
 }
 
@@ -307,7 +341,59 @@ struct EventSeed<'a>(&'a mut Collector);
 impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
+        d.deserialize_any(self)
+    }
+}
+
+impl EventSeed<'_> {
+    /// An element of `traceEvents` that is not an object: counted, skipped.
+    fn not_an_object(self, what: &str) {
+        let c = self.0;
+        c.events += 1;
+        let index = c.events - 1;
+        c.skipped.add("that are not objects", || format!("traceEvents[{index}]: {what}, not an object"));
+    }
+}
+
+/// A value that must be an object (`args`): parsed as `T` when it is one,
+/// `None` (drained) when it is anything else, `null` included.
+struct Obj<T>(Option<T>);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|v| Obj(Some(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Obj<T>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Obj(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
@@ -349,8 +435,8 @@ impl<'de> serde::Deserialize<'de> for EvKey {
     }
 }
 
-/// `cat` → [`Cat`] without allocating.
-struct CatVal(Cat);
+/// `cat` → [`Cat`] without allocating; `None` when it is not a string.
+struct CatVal(Option<Cat>);
 
 impl<'de> serde::Deserialize<'de> for CatVal {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -362,7 +448,7 @@ impl<'de> serde::Deserialize<'de> for CatVal {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<CatVal, E> {
                 let is = |w: &str| v.eq_ignore_ascii_case(w);
-                Ok(CatVal(if is("kernel") {
+                Ok(CatVal(Some(if is("kernel") {
                     Cat::Kernel
                 } else if is("gpu_memcpy") || is("gpu_memset") {
                     Cat::GpuMem
@@ -374,14 +460,9 @@ impl<'de> serde::Deserialize<'de> for CatVal {
                     Cat::Runtime
                 } else {
                     Cat::Other
-                }))
+                })))
             }
-            fn visit_unit<E: de::Error>(self) -> Result<CatVal, E> {
-                Ok(CatVal(Cat::Other))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<CatVal, E> {
-                Ok(CatVal(Cat::Other))
-            }
+            not_a_string!(CatVal(None));
         }
         d.deserialize_any(V)
     }
@@ -413,12 +494,7 @@ impl<'de> Visitor<'de> for NameSeed<'_> {
             n => n,
         })
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Name, E> {
-        Ok(Name::Other)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Name, E> {
-        Ok(Name::Other)
-    }
+    not_a_string!(Name::Malformed);
 }
 
 /// Classifies a name; [`Name::Gpu`] comes back with id 0 and is interned by
@@ -456,13 +532,14 @@ pub(crate) fn classify_name(v: &str, cat: Option<Cat>) -> Name {
 /// either is not known yet, it might).
 fn wants_args(cat: Option<Cat>, name: Option<&Name>) -> bool {
     match name {
-        Some(Name::Other | Name::Step(_) | Name::Gpu(_) | Name::RuntimeCall) => false,
+        Some(Name::Other | Name::Malformed | Name::Step(_) | Name::Gpu(_) | Name::RuntimeCall) => false,
         _ => cat != Some(Cat::Other),
     }
 }
 
-/// `ph` → its first byte (`X`, `M`, `f`), without allocating.
-struct Ph(Option<u8>);
+/// `ph` → its first byte (`X`, `M`, `f`), without allocating; `Err` when
+/// it is not a string.
+struct Ph(Result<Option<u8>, ()>);
 
 impl<'de> serde::Deserialize<'de> for Ph {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -473,14 +550,9 @@ impl<'de> serde::Deserialize<'de> for Ph {
                 f.write_str("a phase letter")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Ph, E> {
-                Ok(Ph(v.bytes().next()))
+                Ok(Ph(Ok(v.bytes().next())))
             }
-            fn visit_unit<E: de::Error>(self) -> Result<Ph, E> {
-                Ok(Ph(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Ph, E> {
-                Ok(Ph(None))
-            }
+            not_a_string!(Ph(Err(())));
         }
         d.deserialize_any(V)
     }
@@ -491,16 +563,53 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a trace event object")
     }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        self.not_an_object("a number");
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.not_an_object("a number");
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.not_an_object("a number");
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.not_an_object("a boolean");
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.not_an_object("a string");
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.not_an_object("null");
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        self.not_an_object("an array");
+        Ok(())
+    }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let c = self.0;
         let (mut ph, mut cat, mut name) = (None::<u8>, None::<Cat>, None::<Name>);
-        let (mut pid, mut tid, mut ts, mut dur) = (Id(0), Id(0), Micros(None), Micros(None));
+        let (mut pid, mut tid, mut ts, mut dur) = (Id(0), Id(0), Micros(None), None::<Micros>);
         let mut args: Option<Box<Args>> = None;
         let mut gpu_args = GpuArgs::default();
+        // Why the event is malformed, when it is (the first problem found).
+        let mut bad: Option<&'static str> = None;
         while let Some(key) = map.next_key::<EvKey>()? {
             match key {
-                EvKey::Ph => ph = map.next_value::<Ph>()?.0,
-                EvKey::Cat => cat = Some(map.next_value::<CatVal>()?.0),
+                EvKey::Ph => match map.next_value::<Ph>()?.0 {
+                    Ok(p) => ph = p,
+                    Err(()) => bad = bad.or(Some("with ph not a string")),
+                },
+                EvKey::Cat => match map.next_value::<CatVal>()?.0 {
+                    Some(k) => cat = Some(k),
+                    None => bad = bad.or(Some("with cat not a string")),
+                },
                 EvKey::Name => {
                     let seed = NameSeed {
                         cat,
@@ -508,17 +617,32 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
                         names: &mut c.compute_names,
                         other_comm: &mut c.other_comm_name,
                     };
-                    name = Some(map.next_value_seed(seed)?)
+                    let n = map.next_value_seed(seed)?;
+                    if n == Name::Malformed {
+                        bad = bad.or(Some("with a name that is not a string"));
+                    }
+                    name = Some(n)
                 }
                 EvKey::Pid => pid = map.next_value::<Id>()?,
                 EvKey::Tid => tid = map.next_value::<Id>()?,
                 EvKey::Ts => ts = map.next_value::<Micros>()?,
-                EvKey::Dur => dur = map.next_value::<Micros>()?,
-                EvKey::Args if wants_args(cat, name.as_ref()) => args = Some(Box::new(map.next_value::<Args>()?)),
+                EvKey::Dur => dur = Some(map.next_value::<Micros>()?),
+                EvKey::Args if wants_args(cat, name.as_ref()) => match map.next_value::<Obj<Args>>()?.0 {
+                    Some(a) => args = Some(Box::new(a)),
+                    None => bad = bad.or(Some("with args not an object")),
+                },
                 EvKey::Args if matches!(name, Some(Name::Gpu(_) | Name::RuntimeCall)) => {
-                    gpu_args = map.next_value::<GpuArgs>()?
+                    match map.next_value::<Obj<GpuArgs>>()?.0 {
+                        Some(a) => gpu_args = a,
+                        None => bad = bad.or(Some("with args not an object")),
+                    }
                 }
-                EvKey::Args | EvKey::Other => {
+                EvKey::Args => {
+                    if map.next_value::<Obj<IgnoredAny>>()?.0.is_none() {
+                        bad = bad.or(Some("with args not an object"));
+                    }
+                }
+                EvKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -534,13 +658,50 @@ impl<'de> Visitor<'de> for EventSeed<'_> {
             }
             n => n.unwrap_or(Name::Other),
         };
+        let kept = matches!(
+            (cat, &name),
+            (Cat::Kernel, Name::NcclKernel(_) | Name::Gpu(_))
+                | (Cat::GpuMem, Name::Gpu(_))
+                | (Cat::CpuOp | Cat::UserAnnotation, Name::RecordParamComms | Name::NcclOp(_) | Name::Step(_))
+                | (Cat::Runtime, Name::Launch | Name::RuntimeCall)
+        );
+        if bad.is_none() && kept {
+            // Times of the events kept must be times: a missing, unreadable
+            // or negative `ts` (or `dur`) would misplace or drop it silently.
+            if ts.0.is_none_or(|t| t < 0) {
+                bad = Some("with ts missing, negative or not a time");
+            } else if dur.is_some_and(|d| d.0.is_none_or(|d| d < 0)) {
+                bad = Some("with dur negative or not a time");
+            }
+        }
+        if let Some(reason) = bad {
+            let label = match &name {
+                Name::NcclKernel(n) | Name::NcclOp(n) | Name::Step(n) | Name::Deferred(n) => Some(n.as_str()),
+                Name::Gpu(id) => c.compute_names.names.get(*id as usize).map(|n| n.name.as_str()),
+                Name::RecordParamComms => Some("record_param_comms"),
+                Name::Launch => Some("a kernel launch call"),
+                _ => None,
+            };
+            let problem = reason.strip_prefix("with ").unwrap_or(reason);
+            c.skipped.add(reason, || match label {
+                Some(l) => {
+                    let mut end = l.len().min(120);
+                    while !l.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    format!("traceEvents[{index}] \"{}\": {problem}", &l[..end])
+                }
+                None => format!("traceEvents[{index}]: {problem}"),
+            });
+            return Ok(());
+        }
         if let (Name::Gpu(_) | Name::RuntimeCall, Some(a)) = (&name, &args) {
             // `args` came before the name, so it was read in full.
             gpu_args = GpuArgs { correlation: a.correlation, stream: a.stream, device: a.device };
         }
         let complete = ph.is_none_or(|p| p == b'X');
         let Some(ts_ns) = ts.0 else { return Ok(()) };
-        let dur_ns = dur.0.unwrap_or(0).max(0);
+        let dur_ns = dur.and_then(|d| d.0).unwrap_or(0).max(0);
         let raw = |name: String, args: Option<Box<Args>>| RawEvent {
             index,
             pid: pid.0,

@@ -260,3 +260,52 @@ fn compute_activity_is_kept_compactly() {
     assert_eq!(t.stats.launches, 2);
     assert_eq!(t.stats.other_comm_kernels.len(), 1);
 }
+
+#[test]
+fn malformed_events_are_skipped_and_counted() {
+    let k = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+    let good = format!(
+        r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": 10, "dur": 2, "args": {{"stream": 7, "correlation": 1}}}}"#
+    );
+    let events = [
+        good.clone(),
+        // Each of these alone used to reject the file or vanish without a trace.
+        format!(r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": 20, "dur": 2, "args": null}}"#),
+        format!(r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": 20, "dur": 2, "args": "x"}}"#),
+        r#"{"ph": "X", "cat": "kernel", "name": true, "pid": 0, "tid": 7, "ts": 21, "dur": 2}"#.to_string(),
+        r#"{"ph": "X", "cat": "kernel", "name": [1, 2], "pid": 0, "tid": 7, "ts": 21, "dur": 2}"#.to_string(),
+        r#"{"ph": "X", "cat": ["kernel"], "name": "a", "pid": 0, "tid": 7, "ts": 21, "dur": 2}"#.to_string(),
+        format!(r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": "1.x", "dur": 2}}"#),
+        format!(r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": -1, "dur": 2}}"#),
+        format!(r#"{{"ph": "X", "cat": "kernel", "name": "{k}", "pid": 0, "tid": 7, "ts": 30, "dur": "long"}}"#),
+        r#"{"ph": "X", "cat": "kernel", "name": "ampere_sgemm", "pid": 0, "tid": 8, "dur": 2}"#.to_string(),
+        r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 8, "ts": null, "args": {"correlation": 1}}"#
+            .to_string(),
+        // Not kept, so a missing time does not matter; metadata has none.
+        r#"{"ph": "M", "name": "thread_name", "pid": 0, "tid": 8, "args": {"name": "stream 8"}}"#.to_string(),
+        r#"{"ph": "f", "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 7, "id": 1}"#.to_string(),
+        "[]".to_string(),
+        good.replace("\"ts\": 10", "\"ts\": 40"),
+    ];
+    let doc = format!(r#"{{"distributedInfo": {{"rank": 0}}, "traceEvents": [{}]}}"#, events.join(",\n"));
+    let t = read(&doc).unwrap();
+    let r = &t.ranks[0];
+    assert_eq!(r.kernels.iter().map(|k| k.start_ns).collect::<Vec<_>>(), vec![10_000, 40_000]);
+    assert!(r.compute.is_empty());
+    let s = &t.stats.skipped;
+    assert_eq!(s.total, 11, "{s:?}");
+    let by: std::collections::HashMap<&str, u64> = s.by_reason.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+    assert_eq!(by["with args not an object"], 2);
+    assert_eq!(by["with a name that is not a string"], 2);
+    assert_eq!(by["with cat not a string"], 1);
+    assert_eq!(by["with ts missing, negative or not a time"], 4);
+    assert_eq!(by["with dur negative or not a time"], 1);
+    assert_eq!(by["that are not objects"], 1);
+    assert_eq!(s.first.as_deref(), Some(format!("traceEvents[1] \"{k}\": args not an object").as_str()));
+    assert!(t.warnings[0].starts_with("skipped 11 malformed events ("), "{:?}", t.warnings);
+    assert_eq!(t.stats.events, 15);
+    // A clean trace says nothing.
+    let clean = read(&format!(r#"{{"distributedInfo": {{"rank": 0}}, "traceEvents": [{good}]}}"#)).unwrap();
+    assert_eq!(clean.stats.skipped, Skipped::default());
+    assert!(clean.warnings.iter().all(|w| !w.contains("malformed")));
+}

@@ -335,6 +335,63 @@ pub struct TraceStats {
     pub linked_kernels: u64,
     /// Ranges dropped beyond the reader's cap.
     pub ranges_dropped: u64,
+    /// Malformed events (Kineto) or rows (nsys) skipped, by reason, with
+    /// the first one named; the rest of the file is kept.
+    pub skipped: Skipped,
+}
+
+/// Malformed events or rows a reader skipped instead of failing the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub total: u64,
+    /// (reason, count), in order of first appearance; at most
+    /// [`Skipped::MAX_REASONS`] reasons, the rest counted under the last.
+    pub by_reason: Vec<(String, u64)>,
+    /// The first skipped event or row (Kineto: `traceEvents[i]` and its
+    /// name; nsys: table and rowid) with its reason.
+    pub first: Option<String>,
+}
+
+impl Skipped {
+    pub const MAX_REASONS: usize = 16;
+
+    /// Counts one skipped item; `first` names it with its problem (called
+    /// for the first item only).
+    pub(crate) fn add(&mut self, reason: &str, first: impl FnOnce() -> String) {
+        self.add_n(reason, 1, first);
+    }
+
+    pub(crate) fn add_n(&mut self, reason: &str, n: u64, first: impl FnOnce() -> String) {
+        if n == 0 {
+            return;
+        }
+        self.total += n;
+        if self.first.is_none() {
+            self.first = Some(first());
+        }
+        if let Some(e) = self.by_reason.iter_mut().find(|(r, _)| r == reason) {
+            e.1 += n;
+        } else if self.by_reason.len() < Self::MAX_REASONS {
+            self.by_reason.push((reason.to_string(), n));
+        } else if let Some(e) = self.by_reason.last_mut() {
+            e.0 = "other reasons".to_string();
+            e.1 += n;
+        }
+    }
+
+    /// The reader warning (`unit`: `events`, `rows`), when anything was skipped.
+    pub fn warning(&self, unit: &str) -> Option<String> {
+        if self.total == 0 {
+            return None;
+        }
+        let reasons: Vec<String> = self.by_reason.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        Some(format!(
+            "skipped {} malformed {unit} ({}); the first: {}",
+            self.total,
+            reasons.join("; "),
+            self.first.as_deref().unwrap_or("?")
+        ))
+    }
 }
 
 impl KernelTrace {
@@ -380,11 +437,24 @@ pub struct TraceOptions {
     /// Ranges kept per file; more are counted in [`TraceStats::ranges_dropped`]
     /// with a warning (a run annotated with `emit_nvtx` has one per operator).
     pub max_ranges: usize,
+    /// Wall time the SQL of one nsys export may take before the file is
+    /// given up as pathological ([`TraceError::Sqlite`] naming it): 600 s,
+    /// or `COMMLENS_NSYS_TIME_LIMIT_S` seconds (fractions allowed).
+    pub query_time_limit: std::time::Duration,
 }
 
 impl Default for TraceOptions {
     fn default() -> Self {
-        TraceOptions { allow_no_kernels: false, max_ranges: 1 << 20 }
+        let limit = std::env::var("COMMLENS_NSYS_TIME_LIMIT_S")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .unwrap_or(600.0);
+        TraceOptions {
+            allow_no_kernels: false,
+            max_ranges: 1 << 20,
+            query_time_limit: std::time::Duration::from_secs_f64(limit.min(1e9)),
+        }
     }
 }
 

@@ -11,9 +11,9 @@
 //! Launch lags are not looked up (a per-row join on the runtime table has no
 //! index to use in an export): every record has [`ComputeKernel::NO_LAUNCH`].
 
-use super::query::KERNELS;
+use super::query::{Ints, KERNELS};
 use super::schema::{pid_of, Schema};
-use crate::kineto::trace::{sat_u32, ComputeKernel, ComputeNames, RankTrace};
+use crate::kineto::trace::{sat_u32, ComputeKernel, ComputeNames, RankTrace, Skipped};
 use rusqlite::{types::Value, Connection};
 use std::collections::HashMap;
 
@@ -62,6 +62,9 @@ fn memcpy_name(kind: Option<i64>) -> &'static str {
 /// Reads the compute kernels (names `other`: key value and name, in the
 /// order of the kernel-name list), memcpys and memsets into `ranks`; returns
 /// how many rows had no rank (a process or GPU without NCCL kernels).
+/// Rows with a non-integer value, or without a start or end, are skipped
+/// and counted in `skipped`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read(
     conn: &Connection,
     s: &Schema,
@@ -70,6 +73,7 @@ pub(crate) fn read(
     ranks: &mut [RankTrace],
     slots: &Slots,
     procs: &HashMap<i64, u32>,
+    skipped: &mut Skipped,
 ) -> rusqlite::Result<u64> {
     let mut int_keys: HashMap<i64, usize> = HashMap::new();
     let mut text_keys: HashMap<&str, usize> = HashMap::new();
@@ -104,12 +108,16 @@ pub(crate) fn read(
         });
     };
     if let (Some(key), true) = (key_col, !other.is_empty()) {
-        each_row(conn, s, KERNELS, &format!("k.\"{key}\""), |row, extra| {
-            let global = match extra {
-                Value::Integer(v) => int_keys.get(&v).copied(),
-                Value::Text(t) => text_keys.get(t.as_str()).copied(),
-                _ => None,
-            };
+        let global_of = |extra: &Value| match extra {
+            Value::Integer(v) => int_keys.get(v).copied(),
+            Value::Text(t) => text_keys.get(t.as_str()).copied(),
+            _ => None,
+        };
+        // NCCL kernel rows (and rows without a usable name) are read and
+        // counted elsewhere: only compute rows are checked here.
+        let wanted = |extra: &Value| global_of(extra).is_some();
+        each_row(conn, s, KERNELS, &format!("k.\"{key}\""), skipped, wanted, |row, extra| {
+            let global = global_of(&extra);
             // NCCL kernel rows have no entry: they are read elsewhere.
             if let Some(g) = global {
                 place(&row, g, &other[g].1, ranks);
@@ -117,14 +125,14 @@ pub(crate) fn read(
         })?;
     }
     if s.has_col(MEMCPY, "start") {
-        each_row(conn, s, MEMCPY, &s.expr("k", MEMCPY, "copyKind"), |row, extra| {
+        each_row(conn, s, MEMCPY, &s.expr("k", MEMCPY, "copyKind"), skipped, |_| true, |row, extra| {
             let kind = if let Value::Integer(v) = extra { Some(v) } else { None };
             let slot = other.len() + kind.filter(|k| (1..=10).contains(k)).unwrap_or(0) as usize;
             place(&row, slot, memcpy_name(kind), ranks);
         })?;
     }
     if s.has_col(MEMSET, "start") {
-        each_row(conn, s, MEMSET, "NULL", |row, _| place(&row, n_names, "Memset", ranks))?;
+        each_row(conn, s, MEMSET, "NULL", skipped, |_| true, |row, _| place(&row, n_names, "Memset", ranks))?;
     }
     for (rank, names) in ranks.iter_mut().zip(int.names) {
         rank.compute.sort_unstable_by_key(|k| (k.start_ns, k.stream, k.name));
@@ -141,33 +149,42 @@ struct Row {
     gpid: Option<i64>,
 }
 
-/// Streams `table`'s rows in start order with one extra column.
+/// Streams `table`'s rows in start order with one extra column; rows with
+/// a non-integer value or without start or end are counted in `skipped`.
 fn each_row(
     conn: &Connection,
     s: &Schema,
     table: &str,
     extra: &str,
+    skipped: &mut Skipped,
+    wanted: impl Fn(&Value) -> bool,
     mut f: impl FnMut(Row, Value),
 ) -> rusqlite::Result<()> {
+    let has_end = s.has_col(table, "end");
     let sql = format!(
-        "SELECT k.start, {end}, {dev}, {stream}, {gpid}, {extra} FROM {table} AS k ORDER BY k.start",
+        "SELECT k.start, {end}, {dev}, {stream}, {gpid}, {extra}, {rowid} FROM {table} AS k ORDER BY k.start",
         end = s.expr("k", table, "end"),
         dev = s.expr("k", table, "deviceId"),
         stream = s.expr("k", table, "streamId"),
         gpid = s.expr("k", table, "globalPid"),
+        rowid = s.rowid("k", table),
     );
     let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let start = r.get::<_, Option<i64>>(0)?.unwrap_or(0);
-        let row = Row {
-            start,
-            end: r.get::<_, Option<i64>>(1)?.unwrap_or(start),
-            device: r.get(2)?,
-            stream: r.get(3)?,
-            gpid: r.get(4)?,
-        };
-        f(row, r.get::<_, Value>(5)?);
+        let extra = r.get::<_, Value>(5)?;
+        if !wanted(&extra) {
+            continue;
+        }
+        let mut v = Ints::new(r);
+        let start = v.req(0, "start")?;
+        // A table without an `end` column gives instants (old exports).
+        let end = if has_end { v.req(1, "end")? } else { start };
+        let (device, stream, gpid) = (v.opt(2, "deviceId")?, v.opt(3, "streamId")?, v.opt(4, "globalPid")?);
+        if v.skip(skipped, table, 6)? {
+            continue;
+        }
+        f(Row { start, end, device, stream, gpid }, extra);
     }
     Ok(())
 }

@@ -29,6 +29,17 @@
 //! [`TraceError::NoNcclKernels`] unless [`TraceOptions::allow_no_kernels`].
 //! Several files (one per node or per rank) are read in parallel by
 //! [`load_nsys_files`] and join in [`to_op_table`].
+//!
+//! Hostile or broken files: only real tables are read (a view or virtual
+//! table named like an nsys table is ignored with a warning: its query could
+//! be anything, a recursive view never ends); all queries of a file share
+//! one deadline enforced by SQLite's progress handler
+//! ([`TraceOptions::query_time_limit`]), past which the file fails naming
+//! itself. A row with a TEXT/REAL/BLOB value in a numeric column, a NULL
+//! where a value is required (kernel start and end, ids) or a name id that
+//! `StringIds` lacks is skipped and counted by table and reason in
+//! [`TraceStats::skipped`], the first named by table and rowid, in the
+//! first warning; the good rows are kept.
 
 mod compute;
 mod query;
@@ -64,9 +75,24 @@ pub fn load_nsys_with(path: &Path, opts: &TraceOptions) -> Result<KernelTrace, T
     if &head[..n] != b"SQLite format 3\0" {
         return Err(TraceError::NotATrace { path: path.into(), reason: "not an SQLite database".into() });
     }
-    let sql_err = |e: rusqlite::Error| TraceError::Sqlite { path: path.into(), msg: e.to_string() };
+    let limit = opts.query_time_limit;
+    let sql_err = |e: rusqlite::Error| {
+        let msg = if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) {
+            format!(
+                "gave up after {:.1} s of queries (COMMLENS_NSYS_TIME_LIMIT_S): a pathological or crafted export?",
+                limit.as_secs_f64()
+            )
+        } else {
+            e.to_string()
+        };
+        TraceError::Sqlite { path: path.into(), msg }
+    };
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(sql_err)?;
+    // Every query of the file shares one deadline: SQLite calls the handler
+    // every few thousand virtual-machine steps and stops when it says so.
+    let deadline = std::time::Instant::now() + limit;
+    conn.progress_handler(4096, Some(move || std::time::Instant::now() > deadline));
     read(&conn, path, opts).map_err(sql_err)?
 }
 
@@ -74,17 +100,28 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
     let s = schema::Schema::read(conn)?;
     let mut stats = TraceStats::default();
     let mut warnings = Vec::new();
+    let mut skipped = Skipped::default();
+    for (name, what) in &s.ignored {
+        if name.starts_with("CUPTI_") || name.starts_with("NVTX_") || name.starts_with("TARGET_INFO_") ||
+            ["StringIds", "PROCESSES", "MPI_RANKS", "META_DATA_EXPORT", "ENUM_NSYS_EVENT_TYPE"].contains(&name.as_str())
+        {
+            warnings.push(format!("{name} is {what}, not a table: ignored (only tables are read)"));
+        }
+    }
     let label = path.display().to_string();
-    let no_kernels = |why: String, stats: &TraceStats, warnings: &mut Vec<String>| {
+    let no_kernels = |why: String, stats: &TraceStats, skipped: &Skipped, warnings: &mut Vec<String>| {
         if opts.allow_no_kernels {
             warnings.push(format!("no NCCL kernels found: {why}"));
             Ok(())
         } else {
             let others: u64 = stats.other_comm_kernels.iter().map(|(_, n)| n).sum();
-            Err(TraceError::NoNcclKernels {
-                path: path.into(),
-                summary: format!("{why} ({} GPU kernels, {others} non-NCCL communication kernels)", stats.gpu_kernels),
-            })
+            let mut summary =
+                format!("{why} ({} GPU kernels, {others} non-NCCL communication kernels)", stats.gpu_kernels);
+            if let Some(w) = skipped.warning("rows") {
+                summary.push_str("; ");
+                summary.push_str(&w);
+            }
+            Err(TraceError::NoNcclKernels { path: path.into(), summary })
         }
     };
 
@@ -95,15 +132,33 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
         None => {
             let why = if s.has(query::KERNELS) {
                 "the kernel table has no name column".to_string()
+            } else if let Some(what) = s.ignored(query::KERNELS) {
+                format!("{} is {what}, not a table, and only tables are read", query::KERNELS)
             } else {
                 "no CUPTI_ACTIVITY_KIND_KERNEL table: no kernel was traced (nsys profile --trace=cuda)".to_string()
             };
-            if let Err(e) = no_kernels(why, &stats, &mut warnings) {
+            if let Err(e) = no_kernels(why, &stats, &skipped, &mut warnings) {
                 return Ok(Err(e));
             }
         }
         Some(nc) => {
             for (key, name, n) in query::kernel_names(conn, nc)? {
+                let Some(name) = name else {
+                    // A NULL name key or an id StringIds lacks: these rows
+                    // cannot be classified, so they are counted, not guessed.
+                    let why = if key == rusqlite::types::Value::Null {
+                        format!("NULL {}", nc.key)
+                    } else {
+                        format!("{} id not in StringIds", nc.key)
+                    };
+                    let rowid = query::first_rowid_of_key(conn, &s, nc, &key);
+                    let table = query::KERNELS;
+                    skipped.add_n(&format!("{table}: {why}"), n, || match rowid {
+                        Some(r) => format!("{table} rowid {r} ({why})"),
+                        None => format!("a row of {table} ({why})"),
+                    });
+                    continue;
+                };
                 stats.gpu_kernels += n;
                 if kernel_name::is_nccl_kernel(name.as_bytes()) {
                     keys.push(key);
@@ -116,23 +171,23 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
             }
             if keys.is_empty() {
                 let why = "no kernel name is an NCCL kernel".to_string();
-                if let Err(e) = no_kernels(why, &stats, &mut warnings) {
+                if let Err(e) = no_kernels(why, &stats, &skipped, &mut warnings) {
                     return Ok(Err(e));
                 }
             }
         }
     }
 
-    let procs = query::processes(conn, &s)?;
-    let gpus = query::gpus(conn, &s)?;
-    let mpi = query::mpi_ranks(conn, &s)?;
+    let procs = query::processes(conn, &s, &mut skipped)?;
+    let gpus = query::gpus(conn, &s, &mut skipped)?;
+    let mpi = query::mpi_ranks(conn, &s, &mut skipped)?;
     let mut ranks: Vec<RankTrace> = Vec::new();
     let mut slot: compute::Slots = HashMap::new();
     if let (Some(nc), false) = (&name_cols, keys.is_empty()) {
-        let launches = query::launches(conn, &s, nc, &keys)?;
+        let launches = query::launches(conn, &s, nc, &keys, &mut skipped)?;
         stats.launches = launches.len() as u64;
         let mut event = 0u64;
-        query::kernels(conn, &s, nc, &keys, |row| {
+        query::kernels(conn, &s, nc, &keys, &mut skipped, |row| {
             event += 1;
             let Some(parsed) = kernel_name::parse(row.key_name.as_bytes())
                 .or_else(|| row.display_name.as_deref().and_then(|n| kernel_name::parse(n.as_bytes())))
@@ -176,9 +231,15 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
                 event,
             });
         })?;
+        if ranks.is_empty() {
+            let why = "every NCCL kernel row is malformed".to_string();
+            if let Err(e) = no_kernels(why, &stats, &skipped, &mut warnings) {
+                return Ok(Err(e));
+            }
+        }
     }
     let key_col = name_cols.as_ref().map(|nc| nc.key);
-    let unplaced = compute::read(conn, &s, key_col, &other_names, &mut ranks, &slot, &procs)?;
+    let unplaced = compute::read(conn, &s, key_col, &other_names, &mut ranks, &slot, &procs, &mut skipped)?;
     if unplaced > 0 {
         warnings.push(format!(
             "{unplaced} non-NCCL GPU activities ran in processes or on GPUs without NCCL kernels and are left out"
@@ -191,7 +252,13 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
     warn_other_comm(&stats, &mut warnings);
 
     let mut names = Names::default();
-    let nvtx = query::nvtx_ranges(conn, &s, schema::event_types(conn, &s), opts.max_ranges, &mut names)?;
+    let nvtx =
+        query::nvtx_ranges(conn, &s, schema::event_types(conn, &s), opts.max_ranges, &mut names, &mut skipped)?;
+    if let Some(w) = skipped.warning("rows") {
+        // First, so that a summary showing only a few warnings shows it.
+        warnings.insert(0, w);
+    }
+    stats.skipped = skipped;
     stats.ranges_dropped = nvtx.capped;
     if nvtx.capped > 0 {
         warnings.push(format!("{} NVTX ranges beyond the first {} were dropped", nvtx.capped, opts.max_ranges));

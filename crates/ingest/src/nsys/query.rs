@@ -7,10 +7,78 @@
 //! and only the NCCL names' rows are then read, in start order.
 
 use super::schema::{pid_of, tid_of, EventTypes, Schema};
-use crate::kineto::trace::{Launch, Names, Range, RangeKind};
-use rusqlite::types::{FromSql, Value};
-use rusqlite::Connection;
+use crate::kineto::trace::{Launch, Names, Range, RangeKind, Skipped};
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, Row};
 use std::collections::HashMap;
+
+/// Text of a column, leniently: numbers are printed, blobs decoded lossily.
+pub(crate) fn text_at(r: &Row, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Integer(v) => Some(v.to_string()),
+        ValueRef::Real(v) => Some(v.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+    })
+}
+
+/// Reads the integer columns of one row, remembering the first that is not
+/// one (TEXT, REAL, BLOB, or NULL where a value is required): such a row is
+/// skipped and counted, never a reason to reject the file.
+pub(crate) struct Ints<'a, 'r> {
+    row: &'a Row<'r>,
+    pub bad: Option<String>,
+}
+
+impl<'a, 'r> Ints<'a, 'r> {
+    pub fn new(row: &'a Row<'r>) -> Self {
+        Ints { row, bad: None }
+    }
+
+    /// An optional integer (NULL is `None`).
+    pub fn opt(&mut self, i: usize, col: &str) -> rusqlite::Result<Option<i64>> {
+        let ty = match self.row.get_ref(i)? {
+            ValueRef::Integer(v) => return Ok(Some(v)),
+            ValueRef::Null => return Ok(None),
+            ValueRef::Real(_) => "REAL",
+            ValueRef::Text(_) => "TEXT",
+            ValueRef::Blob(_) => "BLOB",
+        };
+        if self.bad.is_none() {
+            self.bad = Some(format!("{ty} value in {col}"));
+        }
+        Ok(None)
+    }
+
+    /// A required integer.
+    pub fn req(&mut self, i: usize, col: &str) -> rusqlite::Result<i64> {
+        let v = self.opt(i, col)?;
+        if v.is_none() && self.bad.is_none() {
+            self.bad = Some(format!("NULL {col}"));
+        }
+        Ok(v.unwrap_or(0))
+    }
+
+    /// When the row is bad: counts it under `table` (named by the rowid in
+    /// column `rowid_col`) and returns true.
+    pub fn skip(&mut self, skipped: &mut Skipped, table: &str, rowid_col: usize) -> rusqlite::Result<bool> {
+        let Some(why) = self.bad.take() else { return Ok(false) };
+        let rowid = match self.row.get_ref(rowid_col)? {
+            ValueRef::Integer(v) => Some(v),
+            _ => None,
+        };
+        skip_row(skipped, table, &why, rowid);
+        Ok(true)
+    }
+}
+
+/// Counts a skipped row of `table` by reason, naming it when it is the first.
+pub(crate) fn skip_row(skipped: &mut Skipped, table: &str, why: &str, rowid: Option<i64>) {
+    skipped.add(&format!("{table}: {why}"), || match rowid {
+        Some(r) => format!("{table} rowid {r} ({why})"),
+        None => format!("a row of {table} ({why})"),
+    });
+}
 
 pub(crate) const KERNELS: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
@@ -30,23 +98,32 @@ pub(crate) fn name_cols(s: &Schema) -> Option<NameCols> {
     Some(NameCols { key, key_is_id: s.is_string_id(KERNELS, key), display })
 }
 
-/// Distinct kernel names with their counts: (key value as written, name, count).
-pub(crate) fn kernel_names(conn: &Connection, nc: &NameCols) -> rusqlite::Result<Vec<(Value, String, u64)>> {
+/// Distinct kernel names with their counts: (key value as written, name,
+/// count). The name is `None` for a NULL key and for an id that `StringIds`
+/// lacks (a dangling id): those rows cannot be classified.
+pub(crate) fn kernel_names(conn: &Connection, nc: &NameCols) -> rusqlite::Result<Vec<(Value, Option<String>, u64)>> {
     let sql = if nc.key_is_id {
         format!(
-            "SELECT k.\"{key}\", COALESCE(s.value, ''), n FROM (SELECT \"{key}\", COUNT(*) AS n FROM {KERNELS} GROUP BY \"{key}\") AS k \
+            "SELECT k.\"{key}\", s.value, n FROM (SELECT \"{key}\", COUNT(*) AS n FROM {KERNELS} GROUP BY \"{key}\") AS k \
              LEFT JOIN StringIds AS s ON s.id = k.\"{key}\"",
             key = nc.key
         )
     } else {
-        format!(
-            "SELECT \"{key}\", COALESCE(CAST(\"{key}\" AS TEXT), ''), COUNT(*) FROM {KERNELS} GROUP BY \"{key}\"",
-            key = nc.key
-        )
+        format!("SELECT \"{key}\", \"{key}\", COUNT(*) FROM {KERNELS} GROUP BY \"{key}\"", key = nc.key)
     };
     let mut st = conn.prepare(&sql)?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, Value>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)? as u64)))?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, Value>(0)?, text_at(r, 1)?, r.get::<_, i64>(2)? as u64)))?;
     rows.collect()
+}
+
+/// The rowid of the first kernel row whose name key is `key`.
+pub(crate) fn first_rowid_of_key(conn: &Connection, s: &Schema, nc: &NameCols, key: &Value) -> Option<i64> {
+    let sql = format!(
+        "SELECT MIN({rowid}) FROM {KERNELS} AS k WHERE k.\"{key}\" IS ?1",
+        rowid = s.rowid("k", KERNELS),
+        key = nc.key
+    );
+    conn.query_row(&sql, [key], |r| r.get::<_, Option<i64>>(0)).ok().flatten()
 }
 
 /// One NCCL kernel row.
@@ -96,12 +173,15 @@ const KERNEL_COLS: [&str; 13] = [
     "registersPerThread",
 ];
 
-/// Reads the rows whose name key is in `keys`, in start order, into `f`.
+/// Reads the rows whose name key is in `keys`, in start order, into `f`;
+/// rows with a non-integer value (or a NULL start or end) are skipped and
+/// counted in `skipped`.
 pub(crate) fn kernels(
     conn: &Connection,
     s: &Schema,
     nc: &NameCols,
     keys: &[Value],
+    skipped: &mut Skipped,
     mut f: impl FnMut(KernelRow),
 ) -> rusqlite::Result<()> {
     let name_expr = |col: &str, alias: &str| {
@@ -118,29 +198,38 @@ pub(crate) fn kernels(
     };
     let cols = KERNEL_COLS.map(|c| s.expr("k", KERNELS, c)).join(", ");
     let sql = format!(
-        "SELECT k.start, k.\"end\", {cols}, {key_name}, {disp_name} FROM {KERNELS} AS k {key_join} {disp_join} \
+        "SELECT k.start, k.\"end\", {cols}, {key_name}, {disp_name}, {rowid} FROM {KERNELS} AS k {key_join} {disp_join} \
          WHERE k.\"{key}\" IN ({list}) ORDER BY k.start",
         key = nc.key,
         list = sql_list(keys),
+        rowid = s.rowid("k", KERNELS),
     );
     let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let g = |i: usize| r.get::<_, Option<i64>>(i);
+        let mut v = Ints::new(r);
+        let (start, end) = (v.req(0, "start")?, v.req(1, "end")?);
+        let mut g = [None; 13];
+        for (i, col) in KERNEL_COLS.iter().enumerate() {
+            g[i] = v.opt(i + 2, col)?;
+        }
+        if v.skip(skipped, KERNELS, 17)? {
+            continue;
+        }
         f(KernelRow {
-            start: r.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            end: r.get::<_, Option<i64>>(1)?.unwrap_or(0),
-            device: g(2)?,
-            stream: g(3)?,
-            correlation: g(4)?,
-            global_pid: g(5)?,
-            grid: [g(6)?, g(7)?, g(8)?],
-            block: [g(9)?, g(10)?, g(11)?],
-            static_smem: g(12)?,
-            dynamic_smem: g(13)?,
-            registers: g(14)?,
-            key_name: r.get::<_, Option<String>>(15)?.unwrap_or_default(),
-            display_name: r.get::<_, Option<String>>(16)?,
+            start,
+            end,
+            device: g[0],
+            stream: g[1],
+            correlation: g[2],
+            global_pid: g[3],
+            grid: [g[4], g[5], g[6]],
+            block: [g[7], g[8], g[9]],
+            static_smem: g[10],
+            dynamic_smem: g[11],
+            registers: g[12],
+            key_name: text_at(r, 15)?.unwrap_or_default(),
+            display_name: text_at(r, 16)?,
         });
     }
     Ok(())
@@ -152,48 +241,64 @@ pub(crate) fn launches(
     s: &Schema,
     nc: &NameCols,
     keys: &[Value],
+    skipped: &mut Skipped,
 ) -> rusqlite::Result<HashMap<(u32, i64), Launch>> {
     let mut out = HashMap::new();
     if !(s.has_col(RUNTIME, "correlationId") && s.has_col(RUNTIME, "start") && s.has_col(KERNELS, "correlationId")) {
         return Ok(out);
     }
     let sql = format!(
-        "SELECT r.correlationId, r.start, {gtid} FROM {RUNTIME} AS r WHERE r.correlationId IN \
+        "SELECT r.correlationId, r.start, {gtid}, {rowid} FROM {RUNTIME} AS r WHERE r.correlationId IN \
          (SELECT correlationId FROM {KERNELS} WHERE \"{key}\" IN ({list}))",
         gtid = s.expr("r", RUNTIME, "globalTid"),
+        rowid = s.rowid("r", RUNTIME),
         key = nc.key,
         list = sql_list(keys),
     );
     let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let (corr, start, gtid) = (r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<i64>>(2)?);
+        let mut v = Ints::new(r);
+        let (corr, start, gtid) = (v.req(0, "correlationId")?, v.req(1, "start")?, v.opt(2, "globalTid")?);
+        if v.skip(skipped, RUNTIME, 3)? {
+            continue;
+        }
         let g = gtid.unwrap_or(0);
         out.entry((pid_of(g), corr)).or_insert(Launch { tid: tid_of(g), ts_ns: start });
     }
     Ok(out)
 }
 
-/// Runs `sql` and hands `f` the first two columns of each row where both are
-/// non-NULL (rows with a NULL in either are skipped).
-fn each_pair<A: FromSql, B: FromSql>(conn: &Connection, sql: &str, mut f: impl FnMut(A, B)) -> rusqlite::Result<()> {
-    let mut st = conn.prepare(sql)?;
+/// Hands `f` the integer columns `a` and `b` of each row of `table`; rows
+/// where either is not an integer (NULL included) are skipped and counted.
+fn each_int_pair(
+    conn: &Connection,
+    s: &Schema,
+    table: &str,
+    (a, b): (&str, &str),
+    skipped: &mut Skipped,
+    mut f: impl FnMut(i64, i64),
+) -> rusqlite::Result<()> {
+    let sql = format!("SELECT t.\"{a}\", t.\"{b}\", {rowid} FROM \"{table}\" AS t", rowid = s.rowid("t", table));
+    let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        if let (Some(a), Some(b)) = (r.get::<_, Option<A>>(0)?, r.get::<_, Option<B>>(1)?) {
-            f(a, b);
+        let mut v = Ints::new(r);
+        let (x, y) = (v.req(0, a)?, v.req(1, b)?);
+        if !v.skip(skipped, table, 2)? {
+            f(x, y);
         }
     }
     Ok(())
 }
 
 /// `globalPid` → (pid, process name) from `PROCESSES`.
-pub(crate) fn processes(conn: &Connection, s: &Schema) -> rusqlite::Result<HashMap<i64, u32>> {
+pub(crate) fn processes(conn: &Connection, s: &Schema, skipped: &mut Skipped) -> rusqlite::Result<HashMap<i64, u32>> {
     let mut out = HashMap::new();
     if !(s.has_col("PROCESSES", "globalPid") && s.has_col("PROCESSES", "pid")) {
         return Ok(out);
     }
-    each_pair(conn, "SELECT globalPid, pid FROM PROCESSES", |g: i64, p: i64| {
+    each_int_pair(conn, s, "PROCESSES", ("globalPid", "pid"), skipped, |g, p| {
         out.insert(g, p as u32);
     })?;
     Ok(out)
@@ -206,36 +311,44 @@ pub(crate) struct Gpu {
     pub cu_device: Option<u32>,
 }
 
-pub(crate) fn gpus(conn: &Connection, s: &Schema) -> rusqlite::Result<Vec<Gpu>> {
+pub(crate) fn gpus(conn: &Connection, s: &Schema, skipped: &mut Skipped) -> rusqlite::Result<Vec<Gpu>> {
     let t = "TARGET_INFO_GPU";
+    let mut out = Vec::new();
     if !s.has_col(t, "id") {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     let sql = format!(
-        "SELECT g.id, {name}, {bus}, {cu} FROM {t} AS g",
+        "SELECT g.id, {name}, {bus}, {cu}, {rowid} FROM {t} AS g",
         name = s.expr("g", t, "name"),
         bus = s.expr("g", t, "busLocation"),
-        cu = s.expr("g", t, "cuDevice")
+        cu = s.expr("g", t, "cuDevice"),
+        rowid = s.rowid("g", t),
     );
     let mut st = conn.prepare(&sql)?;
-    let rows = st.query_map([], |r| {
-        Ok(Gpu {
-            id: r.get(0)?,
-            name: r.get::<_, Option<String>>(1)?,
-            bus_id: r.get::<_, Option<String>>(2)?.as_deref().and_then(super::schema::bus_id),
-            cu_device: r.get::<_, Option<i64>>(3)?.map(|v| v as u32),
-        })
-    })?;
-    rows.collect()
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        let mut v = Ints::new(r);
+        let (id, cu) = (v.req(0, "id")?, v.opt(3, "cuDevice")?);
+        if v.skip(skipped, t, 4)? {
+            continue;
+        }
+        out.push(Gpu {
+            id,
+            name: text_at(r, 1)?,
+            bus_id: text_at(r, 2)?.as_deref().and_then(super::schema::bus_id),
+            cu_device: cu.map(|v| v as u32),
+        });
+    }
+    Ok(out)
 }
 
 /// pid → MPI rank (`MPI_RANKS`).
-pub(crate) fn mpi_ranks(conn: &Connection, s: &Schema) -> rusqlite::Result<HashMap<u32, u32>> {
+pub(crate) fn mpi_ranks(conn: &Connection, s: &Schema, skipped: &mut Skipped) -> rusqlite::Result<HashMap<u32, u32>> {
     let mut out = HashMap::new();
     if !(s.has_col("MPI_RANKS", "globalTid") && s.has_col("MPI_RANKS", "rank")) {
         return Ok(out);
     }
-    each_pair(conn, "SELECT globalTid, rank FROM MPI_RANKS", |g: i64, rank: i64| {
+    each_int_pair(conn, s, "MPI_RANKS", ("globalTid", "rank"), skipped, |g, rank| {
         out.insert(pid_of(g), rank as u32);
     })?;
     Ok(out)
@@ -276,6 +389,7 @@ pub(crate) fn nvtx_ranges(
     ty: EventTypes,
     max: usize,
     names: &mut Names,
+    skipped: &mut Skipped,
 ) -> rusqlite::Result<NvtxRanges> {
     let mut out = NvtxRanges { ranges: Vec::new(), unclosed: 0, capped: 0 };
     if !(s.has_col(NVTX, "start") && s.has_col(NVTX, "eventType")) {
@@ -284,12 +398,25 @@ pub(crate) fn nvtx_ranges(
     let (text, join) = nvtx_text(s);
     let dom = s.expr("n", NVTX, "domainId");
     let mut domains: HashMap<i64, u32> = HashMap::new();
-    let sql = format!("SELECT {dom}, {text} FROM {NVTX} AS n {join} WHERE n.eventType = {}", ty.domain_create);
-    each_pair(conn, &sql, |d: i64, t: String| {
-        domains.insert(d, names.intern(&t));
-    })?;
+    let rowid = s.rowid("n", NVTX);
+    let sql = format!("SELECT {dom}, {text}, {rowid} FROM {NVTX} AS n {join} WHERE n.eventType = {}", ty.domain_create);
+    {
+        let mut st = conn.prepare(&sql)?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            // A domain without an id or a name names nothing: passed over.
+            let mut v = Ints::new(r);
+            let d = v.opt(0, "domainId")?;
+            if v.skip(skipped, NVTX, 2)? {
+                continue;
+            }
+            if let (Some(d), Some(t)) = (d, text_at(r, 1)?) {
+                domains.insert(d, names.intern(&t));
+            }
+        }
+    }
     let sql = format!(
-        "SELECT n.start, {end}, n.eventType, {text}, {gtid}, {dom} FROM {NVTX} AS n {join} \
+        "SELECT n.start, {end}, n.eventType, {text}, {gtid}, {dom}, {rowid} FROM {NVTX} AS n {join} \
          WHERE n.eventType IN ({}, {}) ORDER BY n.start",
         ty.push_pop,
         ty.start_end,
@@ -299,7 +426,12 @@ pub(crate) fn nvtx_ranges(
     let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let (start, end) = (r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?);
+        let mut v = Ints::new(r);
+        let (start, end) = (v.req(0, "start")?, v.opt(1, "end")?);
+        let (event_type, g, domain) = (v.req(2, "eventType")?, v.opt(4, "globalTid")?, v.opt(5, "domainId")?);
+        if v.skip(skipped, NVTX, 6)? {
+            continue;
+        }
         let Some(end) = end.filter(|&e| e >= start) else {
             out.unclosed += 1;
             continue;
@@ -308,15 +440,15 @@ pub(crate) fn nvtx_ranges(
             out.capped += 1;
             continue;
         }
-        let g = r.get::<_, Option<i64>>(4)?.unwrap_or(0);
-        let domain = r.get::<_, Option<i64>>(5)?.filter(|&d| d != 0);
+        let g = g.unwrap_or(0);
+        let domain = domain.filter(|&d| d != 0);
         out.ranges.push(Range {
             pid: pid_of(g),
             tid: tid_of(g),
             start_ns: start,
             end_ns: end,
-            kind: if r.get::<_, i64>(2)? == ty.push_pop { RangeKind::PushPop } else { RangeKind::StartEnd },
-            name: names.intern(r.get::<_, Option<String>>(3)?.as_deref().unwrap_or("")),
+            kind: if event_type == ty.push_pop { RangeKind::PushPop } else { RangeKind::StartEnd },
+            name: names.intern(text_at(r, 3)?.as_deref().unwrap_or("")),
             domain: domain.map(|d| *domains.entry(d).or_insert_with(|| names.intern(&format!("domain {d}")))),
         });
     }

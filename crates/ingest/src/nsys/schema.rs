@@ -9,18 +9,40 @@ use rusqlite::Connection;
 use std::collections::HashMap;
 
 /// Tables (by exact name) and their columns with declared types.
+///
+/// Only real tables are read: a view (or a virtual table) named like an
+/// nsys table is ignored and listed in [`Schema::ignored`], since its query
+/// may be anything (a recursive view never ends). Tables declared `WITHOUT
+/// ROWID` have no rowid to name a skipped row by.
 pub(crate) struct Schema {
     tables: HashMap<String, Vec<(String, String)>>,
+    without_rowid: Vec<String>,
+    /// Views and virtual tables passed over: (name, what it is).
+    pub ignored: Vec<(String, &'static str)>,
 }
 
 impl Schema {
     pub fn read(conn: &Connection) -> rusqlite::Result<Schema> {
         let mut names = Vec::new();
+        let (mut without_rowid, mut ignored) = (Vec::new(), Vec::new());
         {
-            let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            for n in rows {
-                names.push(n?);
+            let mut st = conn.prepare("SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view')")?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                let text = |i: usize| -> rusqlite::Result<String> {
+                    Ok(match r.get_ref(i)? {
+                        rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                        _ => String::new(),
+                    })
+                };
+                let (ty, name, sql) = (text(0)?, text(1)?, text(2)?.to_ascii_uppercase());
+                if ty != "table" {
+                    ignored.push((name, "a view"));
+                } else if sql.trim_start().starts_with("CREATE VIRTUAL") {
+                    ignored.push((name, "a virtual table"));
+                } else {
+                    names.push(name);
+                }
             }
         }
         let mut tables = HashMap::new();
@@ -30,9 +52,27 @@ impl Schema {
             let cols = st
                 .query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?.unwrap_or_default())))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            // `WITHOUT ROWID` tables have no rowid: compiling a read of it fails.
+            if conn.prepare(&format!("SELECT rowid FROM \"{}\" LIMIT 0", name.replace('"', "\"\""))).is_err() {
+                without_rowid.push(name.clone());
+            }
             tables.insert(name, cols);
         }
-        Ok(Schema { tables })
+        Ok(Schema { tables, without_rowid, ignored })
+    }
+
+    /// `alias.rowid`, or `NULL` for a `WITHOUT ROWID` table.
+    pub fn rowid(&self, alias: &str, table: &str) -> String {
+        if self.without_rowid.iter().any(|t| t == table) {
+            "NULL".to_string()
+        } else {
+            format!("{alias}.rowid")
+        }
+    }
+
+    /// Whether a view or virtual table of this name was passed over.
+    pub fn ignored(&self, table: &str) -> Option<&'static str> {
+        self.ignored.iter().find(|(n, _)| n == table).map(|(_, w)| *w)
     }
 
     pub fn has(&self, table: &str) -> bool {
