@@ -87,6 +87,10 @@ pub struct StalledOp {
     pub members: Vec<MemberRow>,
 }
 
+/// Members without a dump listed one by one in [`StalledOp::members`]; the
+/// rest are named as ranges in the verdict (a dump may declare any `nranks`).
+pub const MAX_NO_DUMP_ROWS: u32 = 64;
+
 /// Analyzes dumps of all (or some) ranks. `still_running_below_ns`: a root
 /// whose members have all run it for less than this is `StillRunning`.
 pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangReport {
@@ -98,7 +102,8 @@ pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangRepor
             comms.entry(c.comm_hash).or_default().insert(c.rank, (i, c));
         }
     }
-    // Edges: on each rank, every pending op is blocked on every running op.
+    // Edges: on each rank, every pending op is blocked on the rank's running
+    // ops; one edge per pending op (the first running op) keeps this linear.
     let mut blocked = Vec::new();
     let mut pending_somewhere: BTreeSet<Instance> = BTreeSet::new();
     let mut running: BTreeMap<Instance, (i64, &InflightOp, &CommInflight)> = BTreeMap::new();
@@ -117,11 +122,9 @@ pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangRepor
             }
             for p in &c.pending {
                 let inst = Instance { comm_hash: c.comm_hash, seq: p.seq };
-                for r in &running_here {
-                    if *r != inst {
-                        pending_somewhere.insert(inst);
-                        blocked.push((inst, who(d), *r));
-                    }
+                if let Some(r) = running_here.iter().find(|r| **r != inst) {
+                    pending_somewhere.insert(inst);
+                    blocked.push((inst, who(d), *r));
                 }
             }
         }
@@ -145,26 +148,44 @@ pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangRepor
     let (_, op, view) = running[&root];
     let members_map = &comms[&root.comm_hash];
     let now = |i: usize| dumps[i].time_ns;
-    let members: Vec<MemberRow> = (0..view.nranks)
-        .map(|r| match members_map.get(&r) {
-            None => MemberRow { comm_rank: r, who: "?".into(), state: MemberState::NoDump, progress: None, running_for_ns: None },
-            Some(&(i, c)) => {
-                let (state, op) = member_state(c, root.seq);
-                MemberRow {
-                    comm_rank: r,
-                    who: who(&dumps[i]),
-                    state,
-                    progress: op.and_then(|o| Some((o.progress_done?, o.progress_total?))),
-                    running_for_ns: op.and_then(|o| o.start_ns).filter(|_| state == MemberState::Running).map(|s| now(i) - s),
-                }
-            }
-        })
-        .collect();
-    let missing: Vec<String> = members
-        .iter()
-        .filter(|m| matches!(m.state, MemberState::NotReached | MemberState::NoDump))
-        .map(|m| if m.state == MemberState::NoDump { format!("comm rank {} (no dump)", m.comm_rank) } else { m.who.clone() })
-        .collect();
+    // Rows for the members that dumped, and for the members without a dump;
+    // the declared size is not trusted: ranks no dump names are listed one by
+    // one up to `MAX_NO_DUMP_ROWS`, then as ranges, so the work follows the
+    // dumps, not `nranks`.
+    let mut members: Vec<MemberRow> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    let mut no_dump_rows = 0u32;
+    let mut add_no_dump = |lo: u32, hi: u32, members: &mut Vec<MemberRow>, missing: &mut Vec<String>| {
+        // [lo, hi): ranks without a dump.
+        let mut r = lo;
+        while r < hi && no_dump_rows < MAX_NO_DUMP_ROWS {
+            members.push(MemberRow { comm_rank: r, who: "?".into(), state: MemberState::NoDump, progress: None, running_for_ns: None });
+            missing.push(format!("comm rank {r} (no dump)"));
+            no_dump_rows += 1;
+            r += 1;
+        }
+        if r < hi {
+            missing.push(if hi - r == 1 { format!("comm rank {r} (no dump)") } else { format!("comm ranks {r}-{} (no dump)", hi - 1) });
+        }
+    };
+    let mut next = 0u32;
+    for (&r, &(i, c)) in members_map.range(..view.nranks) {
+        add_no_dump(next, r, &mut members, &mut missing);
+        let (state, op) = member_state(c, root.seq);
+        let row = MemberRow {
+            comm_rank: r,
+            who: who(&dumps[i]),
+            state,
+            progress: op.and_then(|o| Some((o.progress_done?, o.progress_total?))),
+            running_for_ns: op.and_then(|o| o.start_ns).filter(|_| state == MemberState::Running).map(|s| now(i) - s),
+        };
+        if state == MemberState::NotReached {
+            missing.push(row.who.clone());
+        }
+        members.push(row);
+        next = r + 1;
+    }
+    add_no_dump(next, view.nranks, &mut members, &mut missing);
     let longest = members.iter().filter_map(|m| m.running_for_ns).max().unwrap_or(0);
     let verdict = if !missing.is_empty() {
         Verdict::RankDidNotJoin { ranks: missing }
@@ -231,15 +252,30 @@ fn find_cycle(dumps: &[RankInflight]) -> Vec<Instance> {
             }
         }
     }
-    for &start in next.keys() {
+    // Each node has one successor: walk from every unvisited node, marking
+    // nodes with the walk that reached them; meeting the current walk closes a
+    // cycle, meeting an earlier one does not. Linear in the nodes.
+    let mut walk_of: BTreeMap<Instance, usize> = BTreeMap::new();
+    for (w, &start) in next.keys().enumerate() {
+        if walk_of.contains_key(&start) {
+            continue;
+        }
         let mut path = vec![start];
+        walk_of.insert(start, w);
         let mut cur = start;
         while let Some(&n) = next.get(&cur) {
-            if let Some(pos) = path.iter().position(|&x| x == n) {
-                return path[pos..].to_vec();
+            match walk_of.get(&n) {
+                Some(&v) if v == w => {
+                    let pos = path.iter().position(|&x| x == n).unwrap_or(0);
+                    return path[pos..].to_vec();
+                }
+                Some(_) => break,
+                None => {
+                    walk_of.insert(n, w);
+                    path.push(n);
+                    cur = n;
+                }
             }
-            path.push(n);
-            cur = n;
         }
     }
     Vec::new()

@@ -141,3 +141,36 @@ fn nothing_running_is_not_hung() {
     assert_eq!(r.verdict, Verdict::NotHung);
     assert!(r.first_stalled.is_none());
 }
+
+/// A dump declaring 2^31 members: the rows follow the dumps, the ranks
+/// without one are named as a range (no per-declared-rank work).
+#[test]
+fn huge_declared_nranks_is_bounded() {
+    let dumps = vec![dump(0, vec![comm(TP, u32::MAX / 2 + 1, 0, 3, vec![op(3, "AllReduce", Some(S), None)], vec![])])];
+    let t = std::time::Instant::now();
+    let r = analyze(&dumps, S);
+    assert!(t.elapsed().as_secs_f64() < 1.0);
+    let s = r.first_stalled.expect("stalled op");
+    assert_eq!(s.nranks, 1 << 31);
+    assert_eq!(s.members.len(), 1 + MAX_NO_DUMP_ROWS as usize);
+    let Verdict::RankDidNotJoin { ranks } = r.verdict else { panic!("{:?}", r.verdict) };
+    assert_eq!(ranks.len(), MAX_NO_DUMP_ROWS as usize + 1);
+    assert_eq!(ranks.last().unwrap(), &format!("comm ranks {}-{} (no dump)", MAX_NO_DUMP_ROWS + 1, (1u64 << 31) - 1));
+}
+
+/// Many communicators, each with a running and a pending op, on every rank:
+/// one blocking edge per pending op (not pending × running), and the cycle
+/// search stays linear.
+#[test]
+fn many_communicators_are_linear() {
+    let n = 3000u64;
+    let dumps: Vec<RankInflight> = (0..4)
+        .map(|g| {
+            dump(g, (0..n).map(|h| comm(h + 1, 4, g, 3, vec![op(3, "AllReduce", Some(S), None)], vec![op(4, "AllReduce", None, None)])).collect())
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    let r = analyze(&dumps, S);
+    assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
+    assert_eq!(r.blocked.len(), 4 * n as usize);
+}

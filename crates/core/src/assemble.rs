@@ -191,16 +191,11 @@ pub fn assign_global_ranks(table: &mut OpTable) {
 pub fn world_comm(table: &OpTable) -> Option<crate::model::LogicalCommIdx> {
     let mut best: Option<(u32, usize)> = None;
     for (i, l) in table.logical.iter().enumerate() {
-        let mut seen = vec![false; l.nranks as usize];
+        // Sized by the members seen, never by the declared `nranks`.
+        let mut seen = std::collections::HashSet::with_capacity(l.members.len());
         let ok = l.members.iter().all(|m| {
             let c = &table.comms[m.ix()];
-            match (c.rank, c.device) {
-                (Some(r), Some(_)) if (r as usize) < seen.len() && !seen[r as usize] => {
-                    seen[r as usize] = true;
-                    true
-                }
-                _ => false,
-            }
+            matches!((c.rank, c.device), (Some(r), Some(_)) if r < l.nranks && seen.insert(r))
         });
         if ok && best.is_none_or(|(n, _)| l.nranks > n) {
             best = Some((l.nranks, i));
@@ -226,20 +221,21 @@ fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<Dev
     if world_size < 2 && table.devices.len() > 1 {
         return false;
     }
-    let mut used = vec![false; world_size as usize];
+    // The ranks taken, sized by the members seen (a log may declare any size).
+    let mut used = std::collections::HashSet::new();
     for l in table.logical.iter().filter(|l| l.nranks == world_size) {
         for m in &l.members {
             let c = &table.comms[m.ix()];
             if let (Some(r), Some(d)) = (c.rank, c.device) {
-                let free = (r as usize) < used.len() && !used[r as usize];
+                let free = r < world_size && !used.contains(&r);
                 if free && table.devices[d.ix()].global_rank.is_none() {
-                    used[r as usize] = true;
+                    used.insert(r);
                     table.devices[d.ix()].global_rank = Some(r);
                 }
             }
         }
     }
-    if !used.iter().any(|&u| u) {
+    if used.is_empty() {
         return false;
     }
     let mut next = world_size;
@@ -247,7 +243,7 @@ fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<Dev
         for d in devs {
             if table.devices[d.ix()].global_rank.is_none() {
                 table.devices[d.ix()].global_rank = Some(next);
-                next += 1;
+                next = next.saturating_add(1);
             }
         }
     }
@@ -351,6 +347,24 @@ mod tests {
                 .map(|m| &t.processes[t.comms[m.ix()].proc.ix()].host)
                 .collect();
             assert_eq!(hosts[0], hosts[1]);
+        }
+    }
+
+    /// A declared world of 2^31 ranks (or u32::MAX) with 4 seen: nothing is
+    /// sized by the declaration (this ran out of memory under `ulimit -v`).
+    #[test]
+    fn huge_declared_world_is_not_allocated() {
+        for n in [1u32 << 31, u32::MAX] {
+            let mut t = table(true);
+            for c in t.comms.iter_mut().filter(|c| c.comm_id == Some(0xfeed)) {
+                c.nranks = Some(n);
+            }
+            let t0 = std::time::Instant::now();
+            assemble(&mut t);
+            assert!(t0.elapsed().as_secs_f64() < 0.5);
+            let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+            assert_eq!(ranks, vec![3, 2, 1, 0]);
+            assert!(world_comm(&t).is_some());
         }
     }
 

@@ -6,6 +6,8 @@
 //! between two GPUs (thesis eq. 4.12)?
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NodeKind {
@@ -141,6 +143,98 @@ pub struct Topology {
     pub nodes: Vec<TopoNode>,
     pub links: Vec<TopoLink>,
     pub paths: Vec<TopoPath>,
+    /// Lookup indexes derived from the fields above (never serialized, never
+    /// compared): they keep building (`node`, `add_link`) and the GPU-pair
+    /// queries linear in the graph instead of quadratic.
+    #[serde(skip)]
+    index: TopoIndex,
+}
+
+/// Derived lookups of a [`Topology`]: which (from, to, kind) links and which
+/// (kind, id) nodes exist, extended incrementally (the fields are public, so
+/// each index remembers how many entries it covers and is rebuilt when they
+/// shrank), and the GPU-pair index, built on the first query for the graph's
+/// current sizes.
+#[derive(Default)]
+struct TopoIndex {
+    links: HashSet<(usize, usize, LinkKind)>,
+    links_covered: usize,
+    nodes: HashMap<(NodeKind, String), usize>,
+    nodes_covered: usize,
+    pairs: Mutex<Option<Arc<PairIndex>>>,
+}
+
+impl Clone for TopoIndex {
+    fn clone(&self) -> Self {
+        TopoIndex {
+            links: self.links.clone(),
+            links_covered: self.links_covered,
+            nodes: self.nodes.clone(),
+            nodes_covered: self.nodes_covered,
+            pairs: Mutex::new(self.pairs.lock().map(|p| p.clone()).unwrap_or(None)),
+        }
+    }
+}
+
+impl PartialEq for TopoIndex {
+    /// Derived data: two topologies are equal by their graph alone.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for TopoIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TopoIndex")
+    }
+}
+
+/// Everything [`Topology::gpu_pair_bw`] looks up, keyed, for the graph sizes
+/// it was built from (a later change of sizes rebuilds it).
+struct PairIndex {
+    sizes: (usize, usize, usize),
+    /// NCCL's logged path (the first one printed per pair).
+    paths: HashMap<(usize, usize), (f64, LinkKind)>,
+    /// Fastest direct link either way (the last of equals, as `max_by`).
+    direct: HashMap<(usize, usize), (f64, LinkKind)>,
+    /// Fastest NVLink from a node to an NVSwitch.
+    nvs: HashMap<usize, f64>,
+    /// Fastest SYS link from one CPU to another.
+    sys: HashMap<(usize, usize), f64>,
+    /// The PCI link up into a node (the first listed): (bw, parent).
+    up: HashMap<usize, (f64, usize)>,
+}
+
+impl PairIndex {
+    fn build(t: &Topology) -> PairIndex {
+        let mut paths = HashMap::new();
+        for p in &t.paths {
+            paths.entry((p.from, p.to)).or_insert((p.bw_gb_s, p.kind));
+        }
+        let mut direct: HashMap<(usize, usize), (f64, LinkKind)> = HashMap::new();
+        let mut nvs: HashMap<usize, f64> = HashMap::new();
+        let mut sys: HashMap<(usize, usize), f64> = HashMap::new();
+        let mut up: HashMap<usize, (f64, usize)> = HashMap::new();
+        for l in &t.links {
+            let key = (l.from.min(l.to), l.from.max(l.to));
+            let e = direct.entry(key).or_insert((l.bw_gb_s, l.kind));
+            if l.bw_gb_s.total_cmp(&e.0).is_ge() {
+                *e = (l.bw_gb_s, l.kind);
+            }
+            if t.nodes[l.to].kind == NodeKind::NvSwitch {
+                let e = nvs.entry(l.from).or_insert(l.bw_gb_s);
+                *e = e.max(l.bw_gb_s);
+            }
+            if l.kind == LinkKind::Sys {
+                let e = sys.entry((l.from, l.to)).or_insert(l.bw_gb_s);
+                *e = e.max(l.bw_gb_s);
+            }
+            if l.kind == LinkKind::Pci && matches!(t.nodes[l.from].kind, NodeKind::Cpu | NodeKind::PciSwitch) {
+                up.entry(l.to).or_insert((l.bw_gb_s, l.from));
+            }
+        }
+        PairIndex { sizes: t.sizes(), paths, direct, nvs, sys, up }
+    }
 }
 
 impl Topology {
@@ -150,6 +244,7 @@ impl Topology {
 
     /// Finds a node by kind and printed id, adding it if absent.
     pub fn node(&mut self, kind: NodeKind, id: &str) -> usize {
+        self.index_nodes();
         if let Some(i) = self.find(kind, id) {
             return i;
         }
@@ -158,11 +253,32 @@ impl Topology {
             _ => None,
         };
         self.nodes.push(TopoNode { kind, id: id.to_string(), bus_id, rank: None });
+        self.index_nodes();
         self.nodes.len() - 1
     }
 
     pub fn find(&self, kind: NodeKind, id: &str) -> Option<usize> {
+        if self.index.nodes_covered == self.nodes.len() {
+            return self.index.nodes.get(&(kind, id.to_ascii_lowercase())).copied();
+        }
         self.nodes.iter().position(|n| n.kind == kind && n.id.eq_ignore_ascii_case(id))
+    }
+
+    /// Brings the node index up to date with `nodes` (first match per id wins).
+    fn index_nodes(&mut self) {
+        let ix = &mut self.index;
+        if ix.nodes_covered > self.nodes.len() {
+            ix.nodes.clear();
+            ix.nodes_covered = 0;
+        }
+        for (i, n) in self.nodes.iter().enumerate().skip(ix.nodes_covered) {
+            ix.nodes.entry((n.kind, n.id.to_ascii_lowercase())).or_insert(i);
+        }
+        ix.nodes_covered = self.nodes.len();
+    }
+
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.nodes.len(), self.links.len(), self.paths.len())
     }
 
     pub fn gpus(&self) -> impl Iterator<Item = (usize, &TopoNode)> {
@@ -175,8 +291,30 @@ impl Topology {
 
     /// Adds a link unless the same (from, to, kind) is already present.
     pub fn add_link(&mut self, from: usize, to: usize, kind: LinkKind, bw_gb_s: f64) {
-        if !self.links.iter().any(|l| l.from == from && l.to == to && l.kind == kind) {
+        let ix = &mut self.index;
+        if ix.links_covered > self.links.len() {
+            ix.links.clear();
+            ix.links_covered = 0;
+        }
+        for l in &self.links[ix.links_covered..] {
+            ix.links.insert((l.from, l.to, l.kind));
+        }
+        if ix.links.insert((from, to, kind)) {
             self.links.push(TopoLink { from, to, kind, bw_gb_s });
+        }
+        ix.links_covered = self.links.len();
+    }
+
+    /// The GPU-pair index for the graph as it is now (built once per size).
+    fn pair_index(&self) -> Arc<PairIndex> {
+        let mut slot = self.index.pairs.lock().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some(p) if p.sizes == self.sizes() => p.clone(),
+            _ => {
+                let p = Arc::new(PairIndex::build(self));
+                *slot = Some(p.clone());
+                p
+            }
         }
     }
 
@@ -194,60 +332,41 @@ impl Topology {
         if a == b {
             return None;
         }
-        if let Some(p) = self.paths.iter().find(|p| p.from == a && p.to == b) {
-            return Some((p.bw_gb_s, p.kind));
+        // Keyed lookups (built once per graph size), so a full GPU × GPU
+        // table costs O(links + GPUs²), not O(links × GPUs²).
+        let ix = self.pair_index();
+        if let Some(&p) = ix.paths.get(&(a, b)) {
+            return Some(p);
         }
-        let direct = self
-            .links
-            .iter()
-            .filter(|l| (l.from == a && l.to == b) || (l.from == b && l.to == a))
-            .max_by(|x, y| x.bw_gb_s.total_cmp(&y.bw_gb_s));
-        if let Some(l) = direct {
-            return Some((l.bw_gb_s, l.kind));
+        if let Some(&d) = ix.direct.get(&(a.min(b), a.max(b))) {
+            return Some(d);
         }
         // Both GPUs reach NVSwitch: the slower of the two NVLink attachments.
-        let nvs = |g: usize| {
-            self.links
-                .iter()
-                .filter(|l| l.from == g && self.nodes[l.to].kind == NodeKind::NvSwitch)
-                .map(|l| l.bw_gb_s)
-                .reduce(f64::max)
-        };
-        if let (Some(x), Some(y)) = (nvs(a), nvs(b)) {
-            return Some((x.min(y), LinkKind::Nvl));
+        if let (Some(x), Some(y)) = (ix.nvs.get(&a), ix.nvs.get(&b)) {
+            return Some((x.min(*y), LinkKind::Nvl));
         }
-        let (up_a, cpu_a) = self.uplink_to_cpu(a)?;
-        let (up_b, cpu_b) = self.uplink_to_cpu(b)?;
+        let (up_a, cpu_a) = self.uplink_to_cpu(&ix, a)?;
+        let (up_b, cpu_b) = self.uplink_to_cpu(&ix, b)?;
         let mut bw = up_a.min(up_b);
         let mut kind = LinkKind::Phb;
         if cpu_a != cpu_b {
             kind = LinkKind::Sys;
-            let sys = self
-                .links
-                .iter()
-                .filter(|l| l.kind == LinkKind::Sys && l.from == cpu_a && l.to == cpu_b)
-                .map(|l| l.bw_gb_s)
-                .reduce(f64::max);
-            bw = bw.min(sys?);
+            bw = bw.min(*ix.sys.get(&(cpu_a, cpu_b))?);
         }
         Some((bw, kind))
     }
 
     /// Minimum PCI bandwidth on the way from `node` up to its CPU, and that CPU.
-    fn uplink_to_cpu(&self, node: usize) -> Option<(f64, usize)> {
+    fn uplink_to_cpu(&self, ix: &PairIndex, node: usize) -> Option<(f64, usize)> {
         let mut cur = node;
         let mut bw = f64::INFINITY;
         for _ in 0..16 {
             if self.nodes[cur].kind == NodeKind::Cpu {
                 return Some((bw, cur));
             }
-            let up = self.links.iter().find(|l| {
-                l.to == cur
-                    && l.kind == LinkKind::Pci
-                    && matches!(self.nodes[l.from].kind, NodeKind::Cpu | NodeKind::PciSwitch)
-            })?;
-            bw = bw.min(up.bw_gb_s);
-            cur = up.from;
+            let &(up_bw, parent) = ix.up.get(&cur)?;
+            bw = bw.min(up_bw);
+            cur = parent;
         }
         None
     }
@@ -291,6 +410,56 @@ mod tests {
         assert_eq!(t.gpu_pair_bw(g[0], g[2]), Some((16.0, LinkKind::Sys)));
         assert_eq!(t.gpu_pair_bw(g[2], g[3]), Some((80.0, LinkKind::Nvl)));
         assert_eq!(t.gpu_pair_bw(g[0], g[0]), None);
+    }
+
+    /// 256 NVLink-connected GPUs (65k links) and 300 CPUs joined by SYS:
+    /// building and the full GPU × GPU table stay near-linear (this took
+    /// seconds to minutes when every query and every link scanned the graph).
+    #[test]
+    fn large_graphs_are_not_quadratic() {
+        let t0 = std::time::Instant::now();
+        let mut t = Topology::new("big");
+        let cpu = t.node(NodeKind::Cpu, "0-0");
+        let gpus: Vec<usize> = (0..256).map(|g| t.node(NodeKind::Gpu, &format!("0-{:x}000", g + 1))).collect();
+        for &g in &gpus {
+            t.add_link(cpu, g, LinkKind::Pci, 24.0);
+            for &h in &gpus {
+                if g != h {
+                    t.add_link(g, h, LinkKind::Nvl, 80.0);
+                    t.add_link(g, h, LinkKind::Nvl, 80.0); // duplicate: dropped
+                }
+            }
+        }
+        assert_eq!(t.links.len(), 256 + 256 * 255);
+        assert_eq!(t.node(NodeKind::Gpu, "0-1000"), gpus[0]);
+        assert_eq!(t.find(NodeKind::Gpu, "0-1000"), Some(gpus[0]));
+        let mut n = 0;
+        for &a in &gpus {
+            for &b in &gpus {
+                n += usize::from(t.gpu_pair_bw(a, b) == Some((80.0, LinkKind::Nvl)));
+            }
+        }
+        assert_eq!(n, 256 * 255);
+        let cpus: Vec<usize> = (0..300).map(|c| t.node(NodeKind::Cpu, &format!("1-{c}"))).collect();
+        for &a in &cpus {
+            for &b in &cpus {
+                if a != b {
+                    t.add_link(a, b, LinkKind::Sys, 16.0);
+                }
+            }
+        }
+        assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+        // The pair index follows later changes to the graph.
+        let mut u = dual_socket();
+        let g: Vec<usize> = u.gpus().map(|(i, _)| i).collect();
+        let before = u.gpu_pair_bw(g[0], g[2]);
+        u.add_link(g[0], g[2], LinkKind::Nvl, 99.0);
+        assert_ne!(u.gpu_pair_bw(g[0], g[2]), before);
+        assert_eq!(u.gpu_pair_bw(g[0], g[2]), Some((99.0, LinkKind::Nvl)));
+        // Indexes are not part of equality.
+        let v = dual_socket();
+        assert!(v.gpu_pair_bw(g[0], g[1]).is_some());
+        assert_eq!(v.clone(), dual_socket());
     }
 
     #[test]

@@ -188,13 +188,37 @@ pub fn is_host_byte(b: u8) -> bool {
     HOST_BYTE[b as usize]
 }
 
-/// Lookup table for [`is_host_byte`]: letters, digits, `-`, `_`, `.`.
+/// Whether a host name may start with `b`: a letter or digit, or a
+/// non-ASCII byte (UTF-8 or not).
+#[inline]
+pub fn is_host_start(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b >= 0x80
+}
+
+/// A host name's bytes as a `String` that keeps them apart: valid UTF-8 as
+/// is, every byte of an invalid sequence as `\xNN`. Host bytes hold no `\`,
+/// so two different byte strings never give the same name (unlike
+/// `from_utf8_lossy`, where `gpu\xe9` and `gpu\xff` both give `gpu�`).
+pub fn host_string(b: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        s.push_str(chunk.valid());
+        for x in chunk.invalid() {
+            let _ = write!(s, "\\x{x:02x}");
+        }
+    }
+    s
+}
+
+/// Lookup table for [`is_host_byte`]: letters, digits, `-`, `_`, `.`, and
+/// non-ASCII bytes (hosts named in UTF-8 or another encoding stay whole).
 static HOST_BYTE: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
         let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
+        t[i] = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.' || b >= 0x80;
         i += 1;
     }
     t

@@ -37,6 +37,30 @@ pub trait LineSource {
     fn bytes_read(&self) -> u64;
     /// Lines cut because they exceeded `max_line`.
     fn overlong_lines(&self) -> u64;
+    /// Where a compressed stream broke off, when it did (the lines before it
+    /// were returned; the incomplete last line was not).
+    fn cut(&self) -> Option<&StreamCut> {
+        None
+    }
+}
+
+/// A source that broke off mid-stream: a `.gz` cut short or corrupt after
+/// some good data. The complete lines before the break are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCut {
+    /// Bytes delivered (decompressed) before the break, dropped tail included.
+    pub bytes: u64,
+    /// Bytes of the incomplete last line, dropped.
+    pub dropped_bytes: u64,
+    /// The decoder's error.
+    pub error: String,
+}
+
+/// Errors a decoder gives for a stream cut short or damaged (flate2:
+/// `UnexpectedEof` "incomplete deflate stream", `InvalidInput`/`InvalidData`
+/// for corrupt data), as opposed to the device failing.
+fn is_stream_cut(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData)
 }
 
 pub struct LineReader<R> {
@@ -55,6 +79,8 @@ pub struct LineReader<R> {
     pub bytes_read: u64,
     /// Lines cut because they exceeded `max_line`.
     pub overlong_lines: u64,
+    /// Set when the source broke off mid-stream ([`StreamCut`]).
+    pub cut: Option<StreamCut>,
 }
 
 impl<R: Read> LineReader<R> {
@@ -71,6 +97,7 @@ impl<R: Read> LineReader<R> {
             line_no: 0,
             bytes_read: 0,
             overlong_lines: 0,
+            cut: None,
         }
     }
 
@@ -151,6 +178,14 @@ impl<R: Read> LineReader<R> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_stream_cut(&e) => {
+                    // Keep what came before; drop the incomplete last line.
+                    let dropped = (self.end - self.pos) as u64;
+                    self.cut = Some(StreamCut { bytes: self.bytes_read, dropped_bytes: dropped, error: e.to_string() });
+                    self.end = self.pos;
+                    self.eof = true;
+                    return Ok(());
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -170,6 +205,9 @@ impl<R: Read> LineSource for LineReader<R> {
     }
     fn overlong_lines(&self) -> u64 {
         self.overlong_lines
+    }
+    fn cut(&self) -> Option<&StreamCut> {
+        self.cut.as_ref()
     }
 }
 
@@ -248,5 +286,43 @@ mod tests {
         }
         assert_eq!(n, 100);
         assert_eq!(r.overlong_lines, 99);
+    }
+
+    /// A gzip stream cut in the middle: the complete lines before the cut are
+    /// returned, the incomplete one is dropped, and the cut is recorded; a
+    /// complete stream records none.
+    #[test]
+    fn gzip_cut_mid_stream_keeps_complete_lines() {
+        use std::io::Write;
+        let text: String = (0..2000).map(|i| format!("line {i} of a log that goes on for a while\n")).collect();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        let gz = enc.finish().unwrap();
+        let read = |bytes: &[u8]| {
+            let mut r = LineReader::new(flate2::read::MultiGzDecoder::new(bytes), 1024);
+            let mut lines = Vec::new();
+            while let Some(l) = r.next_line().unwrap() {
+                lines.push(String::from_utf8(l.to_vec()).unwrap());
+            }
+            (lines, r.cut.clone())
+        };
+        let (all, cut) = read(&gz);
+        assert_eq!(all.len(), 2000);
+        assert_eq!(cut, None);
+        let (some, cut) = read(&gz[..gz.len() / 2]);
+        let cut = cut.expect("cut recorded");
+        assert!(!some.is_empty() && some.len() < 2000, "{}", some.len());
+        for (i, l) in some.iter().enumerate() {
+            assert_eq!(l, &format!("line {i} of a log that goes on for a while"));
+        }
+        assert_eq!(cut.bytes - cut.dropped_bytes, some.iter().map(|l| l.len() as u64 + 1).sum::<u64>());
+        // A device error still fails.
+        struct Failing;
+        impl Read for Failing {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("EIO"))
+            }
+        }
+        assert!(LineReader::new(Failing, 1024).next_line().is_err());
     }
 }

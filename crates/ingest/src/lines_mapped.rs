@@ -318,6 +318,12 @@ impl LineSource for FileLines {
             FileLines::Read(r) => r.overlong_lines,
         }
     }
+    fn cut(&self) -> Option<&crate::lines::StreamCut> {
+        match self {
+            FileLines::Mapped(_) => None,
+            FileLines::Read(r) => r.cut.as_ref(),
+        }
+    }
 }
 
 /// Bit i set when `s[i] == b'\n'`, for the first 64 bytes of `s` (fewer when

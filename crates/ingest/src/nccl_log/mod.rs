@@ -121,6 +121,19 @@ fn read_lines<L: LineSource>(
     report.bytes = reader.bytes_read();
     report.lines = reader.line_no();
     report.overlong_lines = reader.overlong_lines();
+    if let Some(c) = reader.cut() {
+        // Named in the reader report (file, line, byte): the complete lines
+        // before the break were read.
+        let (line, lines) = (reader.line_no() + 1, reader.line_no());
+        report.malformed.add("input cut short (compressed stream ends mid-way)", line, || {
+            format!(
+                "stopped after {lines} complete lines, {} decompressed bytes ({}); the incomplete last line ({} bytes) was dropped",
+                c.bytes - c.dropped_bytes,
+                c.error,
+                c.dropped_bytes
+            )
+        });
+    }
     if report.nccl_segments == 0 {
         return Err(IngestError::NotNcclLog { path: path.to_path_buf(), lines: report.lines, first_line });
     }

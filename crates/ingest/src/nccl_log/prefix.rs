@@ -251,7 +251,7 @@ fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment
 /// `host:pid:tid ` read forwards from `start` (one pass, no walk-back).
 #[inline]
 fn prefix_forward(line: &[u8], start: usize) -> Option<Candidate> {
-    if !line.get(start)?.is_ascii_alphanumeric() {
+    if !crate::bytes::is_host_start(*line.get(start)?) {
         return None;
     }
     let mut i = start + 1;
@@ -306,7 +306,7 @@ fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
         hs -= 1;
     }
     // Host names start with a letter or digit: `-1gdr114` is debris + host.
-    while hs < colon && !line[hs].is_ascii_alphanumeric() {
+    while hs < colon && !crate::bytes::is_host_start(line[hs]) {
         hs += 1;
     }
     if hs == colon {

@@ -165,7 +165,7 @@ fn candidates_agree_with_a_two_pass_read() {
         while hs > 0 && is_host_byte(line[hs - 1]) {
             hs -= 1;
         }
-        while hs < colon && !line[hs].is_ascii_alphanumeric() {
+        while hs < colon && !crate::bytes::is_host_start(line[hs]) {
             hs += 1;
         }
         if hs == colon {
@@ -217,4 +217,32 @@ fn arbitrary_bytes_never_panic() {
             assert!(s.msg.start <= s.msg.end && s.msg.end <= line.len());
         }
     }
+}
+
+/// Host names with bytes that are not ASCII (valid UTF-8 or not) stay whole,
+/// with the shortcuts on and off: `gpu\xe9x` is not cut to `x`.
+#[test]
+fn non_ascii_host_bytes_stay_in_the_host() {
+    for fast in [true, false] {
+        for host in [&b"gpu\xe9x"[..], b"cpu\xe9x", b"node\xff1", b"\xffnode", "gpué".as_bytes()] {
+            let mut line = host.to_vec();
+            line.extend_from_slice(b":100:101 [0] NCCL INFO Init COMPLETE");
+            let mut hosts = KnownHosts::with_fast_paths(fast);
+            let mut out = Vec::new();
+            split_line(&line, &mut hosts, &mut out);
+            assert_eq!(out.len(), 1, "{}", String::from_utf8_lossy(&line));
+            assert_eq!(&line[out[0].host.clone()], host, "fast {fast}");
+            assert_eq!(out[0].pid, 100);
+        }
+    }
+}
+
+#[test]
+fn host_strings_are_distinct_and_readable() {
+    use crate::bytes::host_string;
+    assert_eq!(host_string(b"gpu\xe9x"), "gpu\\xe9x");
+    assert_eq!(host_string(b"gpu\xffx"), "gpu\\xffx");
+    assert_eq!(host_string("gpué".as_bytes()), "gpué");
+    assert_eq!(host_string(b"node-1"), "node-1");
+    assert_ne!(host_string(b"gpu\xe9x"), host_string(b"cpu\xe9x"));
 }

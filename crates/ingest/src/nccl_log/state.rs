@@ -220,7 +220,8 @@ impl LogParser {
             None => {
                 let p = ProcIdx(self.table.processes.len() as u32);
                 self.table.processes.push(Process {
-                    host: String::from_utf8_lossy(host).into_owned(),
+                    // Exact and distinct: invalid UTF-8 bytes become `\xNN`.
+                    host: crate::bytes::host_string(host),
                     pid: seg.pid,
                     nccl_version: None,
                 });

@@ -152,11 +152,9 @@ impl TopoParser {
             if !ok {
                 self.malformed += 1;
             }
-            self.cur = Some(Block::new(Topology {
-                max_bw_gb_s: max_bw,
-                total_bw_gb_s: total_bw,
-                ..Topology::default()
-            }));
+            let mut topo = Topology::default();
+            (topo.max_bw_gb_s, topo.total_bw_gb_s) = (max_bw, total_bw);
+            self.cur = Some(Block::new(topo));
             return if closed {
                 TopoLine::BlockDone
             } else {
