@@ -21,6 +21,11 @@ use crate::graph::{graphs_for, nccl_intra_bw};
 use crate::tuner::{tune, tuner_bytes, Choice, Graph, NcclEnv, TuneInput, TuneTable};
 use crate::tuner::tables::N_ALGOS;
 
+/// The largest communicator the model times (16 M ranks, two orders of
+/// magnitude above the largest jobs run): a log declaring more is damaged,
+/// and its communicators get no prediction rather than a meaningless one.
+pub const MAX_RANKS: u32 = 1 << 24;
+
 /// The one-way network latency NCCL's NET latency constants correspond to (InfiniBand), µs.
 const IB_LATENCY_US: f64 = 2.0;
 
@@ -103,6 +108,10 @@ impl Predictor {
         env: NcclEnv,
     ) -> Option<Predictor> {
         use crate::tuner::logged::{logged_graphs, logged_shape};
+        let declared = t.comms.get(comm.ix())?.nranks.unwrap_or(0);
+        if declared > MAX_RANKS {
+            return None;
+        }
         if let Some(graphs) = logged_graphs(t, comm) {
             let shape = logged_shape(t, comm, cluster, &graphs)?;
             return Some(Predictor::with_graphs(cluster, shape, graphs, version, env));

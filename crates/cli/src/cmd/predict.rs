@@ -131,6 +131,9 @@ pub fn run(a: &PredictArgs<'_>) -> CmdResult {
     let nodes = a.nodes.max(1);
     cluster.nodes = nodes;
     let ranks = nodes.saturating_mul(cluster.gpus_per_node);
+    if ranks > commlens_model::predict::MAX_RANKS {
+        return Err(format!("{ranks} ranks: the model times communicators of up to {} ranks", commlens_model::predict::MAX_RANKS).into());
+    }
     let (min, max) = (parse_size(a.min_bytes)?, parse_size(a.max_bytes)?);
     if min == 0 || max < min {
         return Err(format!("sizes: expected 0 < -b {min} ≤ -e {max}").into());
