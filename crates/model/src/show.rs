@@ -136,13 +136,16 @@ pub fn render_cluster(c: &Cluster) -> String {
     // Per-GPU bottlenecks.
     let (bw, class) = c.intra_gb_s(c.gpus_per_node);
     if c.gpus_per_node > 1 {
+        // Efficiencies apply to the rate NCCL's topology gives the link, as the model uses it.
+        let (rated, _, _) = crate::graph::nccl_intra_bw(c, c.gpus_per_node);
         let _ = writeln!(
             w,
-            "  per GPU     inside a node: {} GB/s over {} ({} GB/s at {} efficiency)",
+            "  per GPU     inside a node: {} GB/s over {} ({} GB/s at {} efficiency of NCCL's {} GB/s)",
             num(bw),
             class.name(),
-            num(bw * c.eff(class)),
-            pct(c.eff(class))
+            num(rated * c.eff(class)),
+            pct(c.eff(class)),
+            num(rated)
         );
     } else {
         let _ = writeln!(w, "  per GPU     inside a node: one GPU, nothing to share");
@@ -202,7 +205,7 @@ mod tests {
         assert!(s.contains("gen5 x16, 48 GB/s"));
         assert!(s.contains("8x 400 Gbit/s InfiniBand (50 GB/s each, 400 GB/s per node), rail-aligned"));
         let nv = c.efficiency.nvlink;
-        assert!(s.contains(&format!("inside a node: 450 GB/s over NVLink ({} GB/s at {} efficiency)", num(450.0 * nv), pct(nv))));
+        assert!(s.contains(&format!("inside a node: 450 GB/s over NVLink ({} GB/s at {} efficiency of NCCL's 370.8 GB/s)", num(370.8 * nv), pct(nv))), "{s}");
         assert!(s.contains("across 4 nodes: 48 GB/s"), "PCIe gen5 bounds the 50 GB/s NIC share");
         assert!(s.contains("- preset dgx-h100"));
     }
