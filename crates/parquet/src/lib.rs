@@ -38,7 +38,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-pub use reader::{read_table, ReadError, ReadSummary};
+pub use reader::{quiet_guarded_panics, read_table, ReadError, ReadSummary};
 pub use schema::{builtin_column_names, source_kind_name, SCHEMA_VERSION};
 pub(crate) use writer::Ctx;
 

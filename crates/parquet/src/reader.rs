@@ -98,6 +98,43 @@ impl std::error::Error for ReadError {
 /// in order of first appearance; logical communicators in their written
 /// order. See `SCHEMA.md` ("Reading back") for what cannot come back.
 pub fn read_table(path: &Path) -> Result<(OpTable, ReadSummary), ReadError> {
+    // The parquet crate's page decoders panic on some corrupt pages (a
+    // dictionary-encoded page without its dictionary, found by fuzzing):
+    // a damaged file must be an error naming it, never a crash.
+    GUARDED.with(|g| g.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table_unguarded(path)));
+    GUARDED.with(|g| g.set(false));
+    match r {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the decoder gave up".to_string());
+            Err(ReadError::Parquet { path: path.to_path_buf(), source: ParquetError::General(format!("corrupt page: {what}")) })
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread decodes inside [`read_table`]'s guard.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that stays silent for panics [`read_table`] catches
+/// and turns into errors (the default hook would print a backtrace for a
+/// corrupt file that is then reported cleanly); others go to the previous hook.
+pub fn quiet_guarded_panics() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !GUARDED.with(|g| g.get()) {
+            prev(info);
+        }
+    }));
+}
+
+fn read_table_unguarded(path: &Path) -> Result<(OpTable, ReadSummary), ReadError> {
     let file = std::fs::File::open(path).map_err(|e| ReadError::Io { path: path.to_path_buf(), source: e })?;
     let pq = |e| ReadError::Parquet { path: path.to_path_buf(), source: e };
     let reader = SerializedFileReader::new(file).map_err(pq)?;
