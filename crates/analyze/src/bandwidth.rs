@@ -260,6 +260,9 @@ pub struct BandwidthReport {
     pub sizes: Vec<SizeBandwidthRow>,
     pub ops_without_span: u64,
     pub zero_duration: u64,
+    /// Of `zero_duration`: spans that end before they start (implausible;
+    /// flagged, no bandwidth computed).
+    pub negative_duration: u64,
 }
 
 impl BandwidthReport {
@@ -401,7 +404,16 @@ pub fn analyze(t: &OpTable, opts: &BandwidthOptions) -> BandwidthReport {
             efficiency: Spread::of(&mut a.eff),
         })
         .collect();
-    BandwidthReport { convention: conv, ops, comms, sizes, ops_without_span: without_span, zero_duration }
+    let negative_duration = ops.iter().filter(|r| r.duration_ns < 0).count() as u64;
+    BandwidthReport {
+        convention: conv,
+        ops,
+        comms,
+        sizes,
+        ops_without_span: without_span,
+        zero_duration,
+        negative_duration,
+    }
 }
 
 #[cfg(test)]

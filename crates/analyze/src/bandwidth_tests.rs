@@ -143,6 +143,7 @@ fn table_records_and_aggregates() {
     b.op(single[0], OpKind::Broadcast, DataType::Uint8, 1000, Some((0, 100)));
     let r = analyze(&b.t, &BandwidthOptions::default());
     assert_eq!((r.ops.len(), r.ops_without_span, r.zero_duration), (7, 1, 1));
+    assert_eq!(r.negative_duration, 0);
     let first = r.get(OpRef { dev: devs[0], index: 0 }).unwrap();
     assert_eq!((first.comm, first.nranks, first.duration_ns), (Some(world), 4, 619_492));
     assert!(close(first.m.busbw_gb_s.unwrap(), 10.1558309066138));
@@ -184,4 +185,13 @@ fn table_records_and_aggregates() {
     assert!(close(first.m.efficiency.unwrap(), 0.541644315019403));
     let tp_row = th.comms.iter().find(|c| c.comm == Some(tp)).unwrap();
     assert!(close(tp_row.algbw.unwrap().median, 10.48576));
+    // A span that ends before it starts: flagged, no bandwidth, nothing infinite.
+    b.op(h[1], OpKind::AllGather, DataType::Uint8, 1 << 20, Some((100, 10)));
+    let rn = analyze(&b.t, &BandwidthOptions::default());
+    assert_eq!((rn.zero_duration, rn.negative_duration), (2, 1));
+    for row in &rn.comms {
+        for s in [&row.busbw, &row.algbw].into_iter().flatten() {
+            assert!(s.p10.is_finite() && s.median.is_finite() && s.p90.is_finite(), "{row:?}");
+        }
+    }
 }

@@ -20,6 +20,8 @@ pub struct Cell {
     pub recovered: u64,
     pub min_bytes: u64,
     pub max_bytes: u64,
+    /// `bytes` reached `u64::MAX` and stopped there: the sum is not the true total.
+    pub saturated: bool,
 }
 
 impl Cell {
@@ -29,7 +31,9 @@ impl Cell {
         }
         self.max_bytes = self.max_bytes.max(bytes);
         self.ops += 1;
-        self.bytes = self.bytes.saturating_add(bytes);
+        let (sum, over) = self.bytes.overflowing_add(bytes);
+        self.bytes = if over { u64::MAX } else { sum };
+        self.saturated |= over;
         self.recovered += recovered as u64;
     }
 
@@ -42,7 +46,9 @@ impl Cell {
         }
         self.max_bytes = self.max_bytes.max(o.max_bytes);
         self.ops += o.ops;
-        self.bytes = self.bytes.saturating_add(o.bytes);
+        let (sum, over) = self.bytes.overflowing_add(o.bytes);
+        self.bytes = if over { u64::MAX } else { sum };
+        self.saturated |= over || o.saturated;
         self.recovered += o.recovered;
     }
 }
@@ -175,6 +181,9 @@ pub struct StatsReport {
     pub comms: Vec<CommRow>,
     pub ops: Vec<OpRow>,
     pub sizes: Vec<SizeRow>,
+    /// Implausible values flagged rather than summed (byte totals beyond 2^64).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl StatsReport {
@@ -301,7 +310,15 @@ impl StatsReport {
             })
             .collect();
 
-        StatsReport { total_ops: total.ops, total_bytes: total.bytes, ranks, comms, ops, sizes }
+        let mut warnings = Vec::new();
+        if total.saturated {
+            warnings.push(format!(
+                "implausible byte counts: the sum of the operations' sizes exceeds 2^64 bytes; byte totals that \
+                 overflowed are shown as {} (the largest value) and are not true sums",
+                u64::MAX
+            ));
+        }
+        StatsReport { total_ops: total.ops, total_bytes: total.bytes, ranks, comms, ops, sizes, warnings }
     }
 }
 

@@ -145,6 +145,9 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Largest parallel size (and product tp·pp·dp) a config may give: 16 Mi ranks.
+const MAX_PARALLEL: u64 = 1 << 24;
+
 fn int(key: &str, v: &str) -> Result<u64, ConfigError> {
     let digits: String = v.chars().filter(|c| *c != '_').collect();
     digits.parse().map_err(|_| ConfigError(format!("{key}: {v:?} is not a non-negative integer")))
@@ -178,6 +181,15 @@ impl ModelConfig {
             let v = v.trim().trim_matches(|ch| ch == '"' || ch == '\'');
             let at = |e: ConfigError| ConfigError(format!("line {}: {}", no + 1, e.0));
             let n = || int(&key, v).map_err(at);
+            // A parallel size beyond any machine (`tp = 18446744073709551615`)
+            // would only overflow the formulas: an error naming the line.
+            let par = |max: u64| {
+                let x = int(&key, v).map_err(at)?;
+                if x > max {
+                    return Err(at(ConfigError(format!("{key} = {x} is implausible (at most {max})"))));
+                }
+                Ok(x)
+            };
             let b = || boolean(&key, v).map_err(at);
             match key.as_str() {
                 "layers" | "num_layers" => c.layers = n()?,
@@ -189,13 +201,13 @@ impl ModelConfig {
                 "global_batch" | "global_batch_size" => c.global_batch = Some(n()?),
                 "num_microbatches" => c.num_microbatches = Some(n()?),
                 "iterations" | "train_iters" => c.iterations = n()?,
-                "bytes_per_element" => c.bytes_per_element = n()?,
+                "bytes_per_element" => c.bytes_per_element = par(64)?,
                 "grad_bytes" => c.grad_bytes = Some(n()?),
                 "param_bytes" => c.param_bytes = Some(n()?),
-                "tp" | "tensor_model_parallel_size" => c.tp = n()?,
-                "pp" | "pipeline_model_parallel_size" => c.pp = n()?,
-                "dp" | "data_parallel_size" => c.dp = n()?,
-                "ep" | "expert_model_parallel_size" => c.ep = n()?,
+                "tp" | "tensor_model_parallel_size" => c.tp = par(MAX_PARALLEL)?,
+                "pp" | "pipeline_model_parallel_size" => c.pp = par(MAX_PARALLEL)?,
+                "dp" | "data_parallel_size" => c.dp = par(MAX_PARALLEL)?,
+                "ep" | "expert_model_parallel_size" => c.ep = par(MAX_PARALLEL)?,
                 "sequence_parallel" => c.sequence_parallel = b()?,
                 "distributed_optimizer" | "use_distributed_optimizer" => c.distributed_optimizer = b()?,
                 "pp_scatter_gather" => c.pp_scatter_gather = b()?,
@@ -208,7 +220,7 @@ impl ModelConfig {
                     }
                 }
                 "moe_layers" => c.moe_layers = n()?,
-                "top_k" | "moe_router_topk" => c.top_k = n()?,
+                "top_k" | "moe_router_topk" => c.top_k = par(MAX_PARALLEL)?,
                 other => return Err(ConfigError(format!("line {}: unknown key {other:?}", no + 1))),
             }
         }
@@ -233,6 +245,16 @@ impl ModelConfig {
             if v == 0 {
                 return Err(ConfigError(format!("{name} must be at least 1")));
             }
+        }
+        let world = [self.tp, self.pp, self.dp].iter().try_fold(1u64, |a, &b| a.checked_mul(b));
+        if world.is_none_or(|w| w > MAX_PARALLEL) {
+            return Err(ConfigError(format!(
+                "tp·pp·dp = {}·{}·{} ranks is implausible (at most {MAX_PARALLEL})",
+                self.tp, self.pp, self.dp
+            )));
+        }
+        if self.micro_batch.checked_mul(self.dp).is_none() {
+            return Err(ConfigError(format!("micro_batch·dp = {}·{} overflows", self.micro_batch, self.dp)));
         }
         if self.moe_layers > self.layers {
             return Err(ConfigError("moe_layers exceeds layers".into()));

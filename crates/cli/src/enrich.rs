@@ -27,6 +27,12 @@ pub struct Enrichment<'t> {
 impl<'t> Enrichment<'t> {
     pub fn new(table: &'t OpTable) -> Self {
         let bw = bandwidth::analyze(table, &BandwidthOptions::default());
+        if bw.negative_duration > 0 {
+            eprintln!(
+                "warning: {} operations end before they start (GPU span end < start): implausible, no bandwidth computed for them",
+                bw.negative_duration
+            );
+        }
         let mut class = vec![None; table.logical.len()];
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);

@@ -105,13 +105,58 @@ fn walk_parquet(
 
 /// Reads `paths` into one table: [`split_inputs`], then [`load_split`].
 pub fn load(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
-    load_split(&split_inputs(paths)?, opts)
+    let loaded = load_split(&split_inputs(paths)?, opts)?;
+    for w in implausible_devices(&loaded.table) {
+        eprintln!("warning: {w}");
+    }
+    Ok(loaded)
+}
+
+/// More devices (ranks) than this on one GPU (host and PCI bus id) are
+/// implausible: no real job puts that many ranks on one GPU.
+pub const MAX_DEVICES_PER_GPU: usize = 8;
+
+/// Warnings about GPUs that too many devices claim (one bus id repeated by
+/// thousands of devices): the worst few, and how many more.
+pub fn implausible_devices(t: &OpTable) -> Vec<String> {
+    let mut per_gpu: HashMap<(&str, u64), usize> = HashMap::new();
+    for d in &t.devices {
+        if let (Some(bus), Some(p)) = (d.bus_id, t.processes.get(d.proc.ix())) {
+            *per_gpu.entry((p.host.as_str(), bus)).or_default() += 1;
+        }
+    }
+    let mut bad: Vec<((&str, u64), usize)> = per_gpu.into_iter().filter(|&(_, n)| n > MAX_DEVICES_PER_GPU).collect();
+    bad.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut out: Vec<String> = bad
+        .iter()
+        .take(3)
+        .map(|((host, bus), n)| {
+            format!(
+                "implausible devices: {n} devices (ranks) claim one GPU, busId {bus:x} on host {}; \
+                 per-GPU figures of that host are not trustworthy",
+                commlens_ingest::bytes::excerpt(host, commlens_ingest::bytes::EXCERPT_CHARS)
+            )
+        })
+        .collect();
+    if bad.len() > 3 {
+        out.push(format!("implausible devices: {} more GPUs claimed by more than {MAX_DEVICES_PER_GPU} devices each", bad.len() - 3));
+    }
+    out
 }
 
 /// Reads the Parquet tables and the other inputs and merges them when that
 /// is sound. With no Parquet file this is `load_any`; with one table and
 /// nothing else, the table exactly as written.
+/// Notes on inputs read once or left out (`Loaded::notes`) go to stderr.
 pub fn load_split(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
+    let loaded = load_split_quiet(s, opts)?;
+    for n in &loaded.notes {
+        eprintln!("{n}");
+    }
+    Ok(loaded)
+}
+
+fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
     if s.parquet.is_empty() {
         return Ok(load_any(&s.rest, opts)?);
     }
@@ -154,9 +199,18 @@ pub fn load_split(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error
     } else {
         let other = load_any(&s.rest, opts)?;
         let label = s.rest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: _ } = other;
+        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: _, notes } = other;
         parts.push((label, table));
-        Loaded { table: OpTable::default(), reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: Vec::new() }
+        Loaded {
+            table: OpTable::default(),
+            reports,
+            traces,
+            plugin_reports,
+            nvidia_reports,
+            skipped_files,
+            remaps: Vec::new(),
+            notes,
+        }
     };
     loaded.skipped_files.extend(skipped_files);
     loaded.table = merge_disjoint(parts)?;
@@ -190,4 +244,104 @@ fn merge_disjoint(mut parts: Vec<(String, OpTable)>) -> Result<OpTable, Box<dyn 
     // global ranks come from the joined world communicator, as for logs.
     commlens_core::assemble::assemble(&mut table);
     Ok(table)
+}
+
+/// Why no input was read from `paths` (after `IngestError::NoInputs`): one
+/// line per file of the folders given, saying what it was refused or passed
+/// over for; empty when there is nothing to add. Reads the refused files
+/// again, so only on this error path and for the first few files.
+pub fn why_no_inputs(paths: &[PathBuf]) -> String {
+    let mut l = Listing::default();
+    match expand_inputs(paths) {
+        Ok(files) => {
+            for (f, _) in files {
+                if l.full() {
+                    l.more += 1;
+                    continue;
+                }
+                let why = match commlens_ingest::sniff(&f) {
+                    Err(e) => e.to_string(),
+                    Ok(commlens_ingest::InputFormat::NcclLog) => {
+                        match commlens_ingest::nccl_log::read_path(&f, &ReadOptions::default(), &mut |_| {}) {
+                            Err(e) => e.to_string(),
+                            Ok(_) => "an NCCL debug log with no operations".into(),
+                        }
+                    }
+                    Ok(commlens_ingest::InputFormat::PluginOutput) => match commlens_ingest::plugin_out::read_trace(&f) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => "commlens plugin output with no operations".into(),
+                    },
+                    Ok(k) => format!("a {} with no operations", k.name()),
+                };
+                l.push(&f, why);
+            }
+        }
+        Err(_) => {
+            for p in paths.iter().filter(|p| p.is_dir()) {
+                let before = l.lines.len() + l.more;
+                passed_over(p, &mut l, &mut std::collections::HashSet::new(), 0);
+                if l.lines.len() + l.more == before {
+                    l.push(p, "the folder holds no files".into());
+                }
+            }
+        }
+    }
+    if l.lines.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("; every file was refused or passed over:");
+    s.extend(l.lines);
+    if l.more > 0 {
+        s.push_str(&format!("\n  … and {} more", l.more));
+    }
+    s
+}
+
+/// The first files and their reasons, and how many more there were.
+#[derive(Default)]
+struct Listing {
+    lines: Vec<String>,
+    more: usize,
+}
+
+impl Listing {
+    const SHOWN: usize = 20;
+
+    fn full(&self) -> bool {
+        self.lines.len() >= Self::SHOWN
+    }
+
+    fn push(&mut self, p: &Path, why: String) {
+        if self.full() {
+            self.more += 1;
+            return;
+        }
+        let shown = p.display().to_string();
+        let why = why.strip_prefix(&format!("{shown}: ")).map(str::to_string).unwrap_or(why);
+        self.lines.push(format!("\n  {shown}: {why}"));
+    }
+}
+
+/// The files under `dir` the folder walk passes over, with the reason.
+fn passed_over(dir: &Path, l: &mut Listing, seen: &mut std::collections::HashSet<PathBuf>, depth: usize) {
+    if depth > 32 || !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for e in entries {
+        let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+        match std::fs::metadata(&e) {
+            Err(err) => l.push(&e, format!("passed over: {err}")),
+            Ok(_) if hidden => l.push(&e, "passed over: hidden".into()),
+            Ok(m) if m.is_dir() => passed_over(&e, l, seen, depth + 1),
+            Ok(m) if !m.is_file() => l.push(&e, "passed over: not a regular file".into()),
+            Ok(_) => l.push(
+                &e,
+                "passed over: a kind of file commlens writes (Parquet, HTML, Perfetto, its own traces, summary.json, .conf, .md)"
+                    .into(),
+            ),
+        }
+    }
 }

@@ -217,11 +217,16 @@ enum Command {
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    commlens_parquet::quiet_guarded_panics();
     let cli = Cli::parse();
     // Before anything is read or written: no output may be an input (the
     // paths as given: a stream's temporary copy is no input of the user's).
     if let Some((inputs, outs)) = command_paths(&cli.command) {
         if let Err(e) = outputs::check_outputs(&inputs.concat(), &outs) {
+            return finish(Err(e.into()));
+        }
+        // `/dev/zero` as an input (or a config) would be read forever.
+        if let Err(e) = spool::refuse_devices(&inputs.concat()) {
             return finish(Err(e.into()));
         }
     }
@@ -252,8 +257,8 @@ fn main() -> ExitCode {
         }
         Command::Diff { a, b, threshold, format, all } => {
             return match cmd::diff::run(&a, &b, threshold, format, all) {
-                Ok(true) => ExitCode::from(1),
-                Ok(false) => ExitCode::SUCCESS,
+                Ok(true) => stdout_flushed(ExitCode::from(1)),
+                Ok(false) => stdout_flushed(ExitCode::SUCCESS),
                 Err(e) => finish(Err(e)),
             }
         }
@@ -357,11 +362,41 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
 
 fn finish(result: cmd::CmdResult) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => stdout_flushed(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!("error: {e}");
+            // Each line at most an excerpt of any input it quotes.
+            let msg = describe_error(e.as_ref());
+            let lines: Vec<_> = msg.split('\n').map(commlens_ingest::bytes::cap_excerpts).collect();
+            eprintln!("error: {}", lines.join("\n"));
+            stdout_flushed(ExitCode::from(2))
+        }
+    }
+}
+
+/// `code`, once what is still buffered for standard output is written: a
+/// write error there (`> /dev/full`) is an error exit, a closed pipe is not.
+fn stdout_flushed(code: ExitCode) -> ExitCode {
+    use std::io::Write;
+    match std::io::stdout().flush() {
+        Ok(()) => code,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(e) => {
+            eprintln!("error: writing to standard output: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The message of an error; when no input was read because every file was
+/// refused, what each file was refused for.
+fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<commlens_ingest::IngestError>() {
+        Some(commlens_ingest::IngestError::NoInputs { paths }) => {
+            let mut s = e.to_string();
+            s.push_str(&load::why_no_inputs(paths));
+            s
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -377,8 +412,14 @@ fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
-            std::process::exit(0);
+        if let Some(why) = msg.strip_prefix("failed printing to stdout: ") {
+            // A closed pipe (`| head`) ends quietly; any other write error
+            // (`> /dev/full`, a full disk) is an error: the output is incomplete.
+            if why.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            eprintln!("error: writing to standard output: {why}");
+            std::process::exit(2);
         }
         default(info);
     }));

@@ -37,6 +37,10 @@ pub fn write(
         extra.push(ExtraColumn { name: "fusion_confidence".into(), values: ExtraValues::F64(conf) });
     }
     let opts = WriteOptions { extra, ..WriteOptions::default() };
+    // A missing folder is created, as `report` does for its file.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     // Through a temporary file renamed into place: `path` holds the old file or the whole new one.
     let written = crate::outputs::write_atomic(path, |tmp| {
         write_table(t, tmp, &opts).map_err(Box::<dyn std::error::Error>::from)

@@ -143,6 +143,12 @@ pub fn bandwidth(t: &OpTable, baselines: &[crate::baseline::Baseline]) -> Option
         }
     }
     let mut notes = Vec::new();
+    if bw.negative_duration > 0 {
+        notes.push(format!(
+            "{} operations end before they start (implausible GPU spans): no bandwidth computed for them",
+            bw.negative_duration
+        ));
+    }
     if bw.ops_without_span > 0 {
         notes.push(format!("{} operations without a GPU span are not drawn", bw.ops_without_span));
     }

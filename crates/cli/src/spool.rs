@@ -1,6 +1,6 @@
 //! Inputs that are streams rather than files: `-` (standard input), pipes
-//! and process substitutions (`commlens stats <(ssh node cat nccl.log)`),
-//! character devices.
+//! and process substitutions (`commlens stats <(ssh node cat nccl.log)`).
+//! Devices (`/dev/zero`) and sockets are refused.
 //!
 //! The readers work on paths and open an input more than once (a first look
 //! tells its kind — NCCL log, nccl-tests output, Kineto, nsys, Parquet … —
@@ -30,17 +30,66 @@ impl Drop for Spooled {
     }
 }
 
-/// Whether `p` names a stream: `-`, or something that is neither a regular
-/// file nor a folder (a FIFO, `/dev/stdin` on a pipe, a character device).
-fn is_stream(p: &Path) -> bool {
+/// Whether `p` names a stream: `-`, or a FIFO (a pipe, `/dev/stdin` on a
+/// pipe, a process substitution). Devices and sockets are refused: a
+/// character device such as `/dev/zero` or `/dev/urandom` never ends, and
+/// copying it would fill the disk.
+fn is_stream(p: &Path) -> Result<bool, String> {
     if p.as_os_str() == "-" {
-        return true;
+        // Standard input redirected from a device (`- < /dev/zero`); a terminal is read as typed.
+        use std::io::IsTerminal;
+        if !io::stdin().is_terminal() {
+            if let Ok(m) = std::fs::metadata("/dev/stdin") {
+                if let Some(kind) = device_kind(&m) {
+                    return Err(format!("-: standard input is {kind}, not a file or a pipe; give a log file, a folder or a pipe"));
+                }
+            }
+        }
+        return Ok(true);
     }
     match std::fs::metadata(p) {
-        Ok(m) => !m.is_file() && !m.is_dir(),
+        Ok(m) if m.is_file() || m.is_dir() => Ok(false),
+        Ok(m) => match device_kind(&m) {
+            Some(kind) => Err(format!(
+                "{}: is {kind}, not a file, a folder or a pipe; commlens reads files, folders, pipes and `-` (standard input)",
+                p.display()
+            )),
+            None => Ok(true),
+        },
         // Missing paths are reported by the reader, with its own message.
-        Err(_) => false,
+        Err(_) => Ok(false),
     }
+}
+
+/// Refuses devices and sockets among `paths` (also those no stream copy is
+/// made for, such as `model`'s config file), with the message [`spool`] gives.
+pub fn refuse_devices(paths: &[PathBuf]) -> Result<(), String> {
+    for p in paths.iter().filter(|p| p.as_os_str() != "-") {
+        is_stream(p)?;
+    }
+    Ok(())
+}
+
+/// "a character device", "a block device" or "a socket"; `None` for files,
+/// folders and FIFOs.
+fn device_kind(m: &std::fs::Metadata) -> Option<&'static str> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_char_device() {
+            return Some("a character device");
+        }
+        if t.is_block_device() {
+            return Some("a block device");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = m;
+    None
 }
 
 /// `inputs` with every stream replaced by a file holding its bytes, and the
@@ -49,7 +98,7 @@ pub fn spool(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Spooled), Box<dyn Erro
     let mut guard = Spooled::default();
     let mut out = Vec::with_capacity(inputs.len());
     for (k, p) in inputs.iter().enumerate() {
-        if !is_stream(p) {
+        if !is_stream(p)? {
             out.push(p.clone());
             continue;
         }
@@ -110,18 +159,13 @@ mod tests {
     }
 
     #[test]
-    fn a_character_device_is_copied_and_the_copy_removed() {
-        // /dev/null is a character device: a stream of no bytes.
-        let dev = PathBuf::from("/dev/null");
+    fn a_character_device_is_refused_and_nothing_is_written() {
+        // /dev/zero never ends: copying it would fill the disk.
+        let dev = PathBuf::from("/dev/zero");
         if !dev.exists() {
             return;
         }
-        let (out, guard) = spool(std::slice::from_ref(&dev)).unwrap();
-        assert_ne!(out[0], dev);
-        assert_eq!(std::fs::metadata(&out[0]).unwrap().len(), 0);
-        assert!(out[0].file_name().unwrap().to_string_lossy().ends_with("null"));
-        let dir = guard.dir.clone().unwrap();
-        drop(guard);
-        assert!(!dir.exists());
+        let err = spool(std::slice::from_ref(&dev)).err().expect("refused").to_string();
+        assert!(err.contains("/dev/zero") && err.contains("character device"), "{err}");
     }
 }

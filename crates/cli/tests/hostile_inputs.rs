@@ -291,3 +291,11 @@ fn host_names_with_invalid_utf8_stay_distinct() {
     assert_eq!(ops_read(&r.err), 1, "{}", r.err);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn corrupt_parquet_page_is_a_clean_error() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../parquet/tests/data/corrupt-dictionary-page.parquet");
+    let r = commlens(&["stats", p.to_str().unwrap()], 30);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("corrupt page") && !r.err.contains("panicked"), "{}", r.err);
+}

@@ -250,6 +250,56 @@ fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<Dev
     true
 }
 
+/// Two handles of one logged `commId` that cannot both be right.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommConflict {
+    /// Both claim rank `rank`, from different processes (first, later in table order).
+    Rank { comm_id: u64, rank: u32, first: CommIdx, later: CommIdx },
+    /// They declare different sizes.
+    Size { comm_id: u64, first: CommIdx, later: CommIdx },
+}
+
+/// Handles of one logical communicator (same `commId`) that contradict each
+/// other: the same rank claimed by two processes (of a communicator not
+/// declared single-rank), or two declared sizes. One
+/// entry per later handle, naming the first one it contradicts. A process
+/// with two handles of one `commId` is not a conflict (NCCL never does that,
+/// but a log read twice used to).
+pub fn comm_conflicts(table: &OpTable) -> Vec<CommConflict> {
+    let mut claims: HashMap<(u64, u32), CommIdx> = HashMap::new();
+    let mut sizes: HashMap<u64, CommIdx> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, c) in table.comms.iter().enumerate() {
+        let Some(id) = c.comm_id else { continue };
+        let me = CommIdx(i as u32);
+        if let Some(n) = c.nranks {
+            match sizes.get(&id) {
+                Some(&f) if table.comms[f.ix()].nranks != Some(n) => {
+                    out.push(CommConflict::Size { comm_id: id, first: f, later: me });
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    sizes.insert(id, me);
+                }
+            }
+        }
+        // Single-rank communicators join nothing: never in conflict.
+        if let Some(r) = c.rank.filter(|_| c.nranks != Some(1)) {
+            match claims.get(&(id, r)) {
+                Some(&f) if table.comms[f.ix()].proc != c.proc => {
+                    out.push(CommConflict::Rank { comm_id: id, rank: r, first: f, later: me });
+                }
+                Some(_) => {}
+                None => {
+                    claims.insert((id, r), me);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Orders members by rank in the communicator (else by global rank) and gives
 /// each logical communicator a readable name: `world`, `comm3[0,1]`.
 fn order_members_and_name(table: &mut OpTable) {
@@ -406,6 +456,26 @@ mod tests {
         // nodeA sorts first: processes 2,3 get ranks 0,1 by bus id.
         let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
         assert_eq!(ranks, vec![2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn a_rank_claimed_by_two_processes_is_a_conflict() {
+        let mut t = table(true);
+        assert!(comm_conflicts(&t).is_empty());
+        // Process 3 claims rank 3 of the world, which process 0 holds; process 2 another size.
+        let w3 = t.comms.iter().position(|c| c.comm_id == Some(0xfeed) && c.rank == Some(0)).unwrap();
+        t.comms[w3].rank = Some(3);
+        let w2 = t.comms.iter().position(|c| c.comm_id == Some(0xfeed) && c.rank == Some(1)).unwrap();
+        t.comms[w2].nranks = Some(8);
+        let c = comm_conflicts(&t);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(matches!(c[0], CommConflict::Size { comm_id: 0xfeed, later, .. } if later.ix() == w2));
+        assert!(matches!(c[1], CommConflict::Rank { comm_id: 0xfeed, rank: 3, first, later } if first.ix() == 0 && later.ix() == w3));
+        // The same process holding two handles of one commId (one log read twice) is none.
+        let mut t = table(true);
+        let dup = t.comms[0].clone();
+        t.comms.push(dup);
+        assert!(comm_conflicts(&t).is_empty());
     }
 
     #[test]

@@ -224,21 +224,97 @@ static HOST_BYTE: [bool; 256] = {
     t
 };
 
-/// Shortens bytes for a human-readable sample (lossy UTF-8, at most `max` chars).
+/// Shortens bytes for a human-readable sample (lossy UTF-8, at most `max`
+/// chars; a longer one ends with `…` and its total length in bytes). Only
+/// the first bytes are decoded, so a huge line costs no more than a short one.
 pub fn sample(s: &[u8], max: usize) -> String {
-    let s = String::from_utf8_lossy(s);
-    if s.chars().count() <= max {
-        s.into_owned()
-    } else {
-        let mut out: String = s.chars().take(max).collect();
-        out.push('…');
-        out
+    let head = &s[..s.len().min(max.saturating_mul(4).saturating_add(4))];
+    let text = String::from_utf8_lossy(head);
+    if head.len() == s.len() && text.chars().count() <= max {
+        return text.into_owned();
     }
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() == s.len() {
+        return out;
+    }
+    out.push_str(&format!("… ({} bytes in all)", s.len()));
+    out
+}
+
+/// Longest excerpt of input quoted in a message ([`cap_excerpts`]).
+pub const EXCERPT_CHARS: usize = 120;
+
+/// `s` itself when at most `max` chars, else its first `max` chars, `…` and
+/// its total length in bytes.
+pub fn excerpt(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes in all)", &s[..cut], s.len())),
+    }
+}
+
+/// A message with every quoted piece of input (between `"` or `` ` ``)
+/// longer than [`EXCERPT_CHARS`] shortened by [`excerpt`]; a message that is
+/// still long is cut as a whole. Short messages are returned as they are: a value of
+/// 200 MB in a bad input must not be echoed whole by the error that names it.
+pub fn cap_excerpts(msg: &str) -> std::borrow::Cow<'_, str> {
+    const WHOLE: usize = 4 * EXCERPT_CHARS;
+    if msg.len() <= WHOLE {
+        return std::borrow::Cow::Borrowed(msg);
+    }
+    let mut out = String::with_capacity(WHOLE * 2);
+    let mut rest = msg;
+    while let Some(open) = rest.find(['"', '`']) {
+        let q = rest.as_bytes()[open] as char;
+        // The closing quote: the next one not escaped by a backslash.
+        let body = &rest[open + 1..];
+        let mut close = None;
+        let mut esc = false;
+        for (i, c) in body.char_indices() {
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == q {
+                close = Some(i);
+                break;
+            }
+        }
+        let end = close.unwrap_or(body.len());
+        out.push_str(&rest[..=open]);
+        out.push_str(&excerpt(&body[..end], EXCERPT_CHARS));
+        match close {
+            Some(c) => {
+                out.push(q);
+                rest = &body[c + 1..];
+            }
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    if out.len() > 4 * WHOLE {
+        out = excerpt(&out, 4 * WHOLE).into_owned();
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn samples_and_excerpts_are_short_and_say_how_long_the_value_was() {
+        let big = "x".repeat(1_000_000);
+        let s = sample(big.as_bytes(), 120);
+        assert!(s.starts_with(&"x".repeat(120)) && s.ends_with("… (1000000 bytes in all)"), "{s}");
+        assert_eq!(sample(b"short", 120), "short");
+        let msg = format!("invalid type: string \"{big}\", expected u64 at line 1");
+        let c = cap_excerpts(&msg);
+        assert!(c.len() < 300 && c.ends_with("(1000000 bytes in all)\", expected u64 at line 1"), "{c}");
+        let unquoted = format!("bad value {big}");
+        assert!(cap_excerpts(&unquoted).len() < 2000);
+        assert_eq!(cap_excerpts("short: `x`"), "short: `x`");
+    }
 
     #[test]
     fn integers() {
@@ -283,6 +359,6 @@ mod tests {
         assert_eq!(next_token(b"  ab cd"), (&b"ab"[..], &b"cd"[..]));
         assert_eq!(next_token(b""), (&b""[..], &b""[..]));
         assert_eq!(tokens(b"a  b c").count(), 3);
-        assert_eq!(sample("héllo".as_bytes(), 3), "hél…");
+        assert_eq!(sample("héllo".as_bytes(), 3), "hél… (6 bytes in all)");
     }
 }

@@ -30,21 +30,38 @@ impl fmt::Display for IngestError {
                 if let Some(l) = first_line {
                     write!(f, " (line 1: {l:?})")?;
                 }
-                Ok(())
+                plugin_hint(f, path)
             }
             IngestError::Binary { path } => {
-                write!(f, "{}: binary data (NUL bytes at the start), expected an NCCL debug log (text)", path.display())
+                write!(f, "{}: binary data (NUL bytes at the start), expected an NCCL debug log (text)", path.display())?;
+                plugin_hint(f, path)
             }
-            IngestError::Format { path, line, what } => match line {
-                Some(l) => write!(f, "{}:{l}: {what}", path.display()),
-                None => write!(f, "{}: {what}", path.display()),
-            },
+            IngestError::Format { path, line, what } => {
+                // What a reader says may quote the input: never more than an excerpt of it.
+                let what = crate::bytes::cap_excerpts(what);
+                match line {
+                    Some(l) => write!(f, "{}:{l}: {what}", path.display()),
+                    None => write!(f, "{}: {what}", path.display()),
+                }
+            }
             IngestError::NoInputs { paths } => {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 write!(f, "no input files found in: {}", shown.join(", "))
             }
         }
     }
+}
+
+/// A `.clp` file read as a log: its header is damaged, say so.
+fn plugin_hint(f: &mut fmt::Formatter<'_>, path: &std::path::Path) -> fmt::Result {
+    if path.extension().is_some_and(|x| x.eq_ignore_ascii_case("clp")) {
+        write!(
+            f,
+            "; as a commlens plugin file (.clp) it is corrupt: it does not start with the `{} v1` header line",
+            crate::plugin_out::MAGIC
+        )?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for IngestError {

@@ -4,7 +4,7 @@
 
 use crate::error::IngestError;
 use crate::kineto::{KernelTrace, TraceOptions};
-use crate::merge::{merge_tables, Remap};
+use crate::merge::{merge_tables, screen_parts, Remap, Screen};
 use crate::nccl_log::{self, ReadOptions, ReadReport};
 use commlens_core::{CollOp, OpTable};
 use rayon::prelude::*;
@@ -55,6 +55,100 @@ pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
     }
     Ok(w.out)
+}
+
+/// Drops files whose bytes repeat an earlier file's (a log copied under
+/// another name): candidates share a size and a fingerprint of their first
+/// and last 64 KiB, then are compared in full. Returns the files kept, in
+/// order, and one note per file dropped naming both. Files that cannot be
+/// read here are kept (their reader reports the problem); empty files are
+/// never compared.
+pub fn drop_same_content(files: Vec<(PathBuf, bool)>) -> (Vec<(PathBuf, bool)>, Vec<String>) {
+    use std::collections::HashMap;
+    let sizes: Vec<Option<u64>> =
+        files.iter().map(|(p, _)| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| m.len())).collect();
+    let mut by_size: HashMap<u64, usize> = HashMap::new();
+    for s in sizes.iter().flatten().filter(|&&s| s > 0) {
+        *by_size.entry(*s).or_default() += 1;
+    }
+    if by_size.values().all(|&n| n < 2) {
+        return (files, Vec::new());
+    }
+    // (size, fingerprint) → indices of the kept files with it.
+    let mut kept_by_print: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    let mut drop_as: Vec<Option<usize>> = vec![None; files.len()];
+    for (i, (p, _)) in files.iter().enumerate() {
+        let Some(size) = sizes[i].filter(|s| by_size.get(s).is_some_and(|&n| n > 1)) else { continue };
+        let Ok(print) = fingerprint(p, size) else { continue };
+        let same = kept_by_print.entry((size, print)).or_default();
+        match same.iter().find(|&&j| same_bytes(&files[j].0, p).unwrap_or(false)) {
+            Some(&j) => drop_as[i] = Some(j),
+            None => same.push(i),
+        }
+    }
+    let mut notes = Vec::new();
+    for (i, j) in drop_as.iter().enumerate() {
+        if let Some(j) = j {
+            notes.push(format!(
+                "note: {} has the same content as {}; read once",
+                files[i].0.display(),
+                files[*j].0.display()
+            ));
+        }
+    }
+    let kept = files.into_iter().zip(drop_as).filter(|(_, d)| d.is_none()).map(|(f, _)| f).collect();
+    (kept, notes)
+}
+
+/// Hash of the size, the first 64 KiB and the last 64 KiB of a file.
+fn fingerprint(path: &Path, size: u64) -> std::io::Result<u64> {
+    use std::hash::Hasher;
+    use std::io::{Read, Seek, SeekFrom};
+    const W: u64 = 64 << 10;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write_u64(size);
+    let mut buf = vec![0u8; W.min(size) as usize];
+    f.read_exact(&mut buf)?;
+    h.write(&buf);
+    if size > W {
+        let tail = W.min(size - W);
+        f.seek(SeekFrom::Start(size - tail))?;
+        buf.resize(tail as usize, 0);
+        f.read_exact(&mut buf)?;
+        h.write(&buf);
+    }
+    Ok(h.finish())
+}
+
+/// Whether two files hold the same bytes, read side by side in 1 MiB blocks.
+fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+    let (mut fa, mut fb) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let na = read_full(&mut fa, &mut ba)?;
+        let nb = read_full(&mut fb, &mut bb)?;
+        if na != nb || ba[..na] != bb[..nb] {
+            return Ok(false);
+        }
+        if na == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Identity of a file or folder, the same through every link to it.
@@ -225,7 +319,7 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
 /// and plugin files describe the same operations from different sides, so
 /// mixing the families is refused (joining them is trace fusion).
 pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
-    let files = expand_inputs(paths)?;
+    let (files, notes) = drop_same_content(expand_inputs(paths)?);
     let mut kinds = Vec::with_capacity(files.len());
     for (p, _) in &files {
         kinds.push(sniff(p)?);
@@ -248,21 +342,24 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
     }
     if matches!(kinds[0], InputFormat::Inspector | InputFormat::ExamplePlugin) {
         let opts = crate::json_util::PluginOptions::default();
+        // The files left after dropping repeated ones, all of this family.
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
         let res = if kinds[0] == InputFormat::Inspector {
-            crate::inspector::load_paths(paths, &opts)
+            crate::inspector::load_paths(&paths, &opts)
         } else {
-            crate::example_plugin::load_paths(paths, &opts)
+            crate::example_plugin::load_paths(&paths, &opts)
         };
         let (table, nvidia_reports) = res.map_err(|e| IngestError::Format {
             path: files[0].0.clone(),
             line: None,
             what: e.to_string(),
         })?;
-        return Ok(Loaded { table, nvidia_reports, ..Loaded::empty() });
+        return Ok(Loaded { table, nvidia_reports, notes, ..Loaded::empty() });
     }
     if kinds[0] == InputFormat::PluginOutput {
-        let (table, plugin_reports) = crate::plugin_out::load_plugin_outputs(paths)?;
-        return Ok(Loaded { table, plugin_reports, ..Loaded::empty() });
+        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        let (table, plugin_reports) = crate::plugin_out::load_plugin_outputs(&paths)?;
+        return Ok(Loaded { table, plugin_reports, notes, ..Loaded::empty() });
     }
     let trace_opts = TraceOptions::default();
     let traces: Vec<Result<KernelTrace, _>> = files
@@ -278,7 +375,41 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
         ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
     }
     let (table, _) = crate::kineto::to_op_table(&ok);
-    Ok(Loaded { table, traces: ok, ..Loaded::empty() })
+    let mut notes = notes;
+    notes.extend(conflict_notes(&table, |_| None));
+    Ok(Loaded { table, traces: ok, notes, ..Loaded::empty() })
+}
+
+/// One warning per [`commlens_core::assemble::comm_conflicts`] entry of an
+/// assembled table, naming the processes and, where `file` knows it, the
+/// file of each handle.
+fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model::CommIdx) -> Option<String>) -> Vec<String> {
+    use commlens_core::assemble::{comm_conflicts, CommConflict};
+    let who = |c: commlens_core::model::CommIdx| {
+        let p = &table.processes[table.comms[c.ix()].proc.ix()];
+        match file(c) {
+            Some(f) => format!("{}:{} ({f})", p.host, p.pid),
+            None => format!("{}:{}", p.host, p.pid),
+        }
+    };
+    comm_conflicts(table)
+        .into_iter()
+        .map(|c| match c {
+            CommConflict::Rank { comm_id, rank, first, later } => format!(
+                "warning: rank {rank} of communicator commId {comm_id:#x} is claimed by process {} and by {}; \
+                 they are kept as different ranks (two runs in one input?)",
+                who(first),
+                who(later)
+            ),
+            CommConflict::Size { comm_id, first, later } => format!(
+                "warning: communicator commId {comm_id:#x} has {} ranks for process {} but {} for {} (two runs in one input?)",
+                table.comms[first.ix()].nranks.unwrap_or(0),
+                who(first),
+                table.comms[later.ix()].nranks.unwrap_or(0),
+                who(later)
+            ),
+        })
+        .collect()
 }
 
 /// Everything loaded from the inputs.
@@ -296,6 +427,11 @@ pub struct Loaded {
     pub skipped_files: Vec<(PathBuf, String)>,
     /// Per input file, how its indices map into `table`.
     pub remaps: Vec<Remap>,
+    /// Whole lines for stderr, each starting `note: ` or `warning: `: input
+    /// files read once because they repeat another (same bytes, or the same
+    /// processes with the same operations), files left out because they
+    /// claim a communicator rank or size another file's process holds.
+    pub notes: Vec<String>,
 }
 
 /// Reads all inputs in parallel, one file per task. Each file gets its own
@@ -315,7 +451,7 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
-    let files = expand_inputs(paths)?;
+    let (files, mut notes) = drop_same_content(expand_inputs(paths)?);
     let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, S)> = files
         .par_iter()
         .map(|(path, explicit)| {
@@ -366,6 +502,50 @@ where
     if parts.is_empty() {
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
     }
+    // Files repeating or contradicting earlier ones are not merged (their
+    // per-file state is emptied too, so folded results do not count them).
+    let (verdicts, shared) = screen_parts(&parts);
+    let name = |k: usize| files[file_slot[k]].0.display().to_string();
+    for (j, i, proc) in shared {
+        notes.push(format!(
+            "warning: process {proc} appears in both {} and {} with different operations; \
+             both are read, so operations they share are counted twice",
+            name(j),
+            name(i)
+        ));
+    }
+    for (k, v) in verdicts.iter().enumerate() {
+        match v {
+            Screen::Keep => {}
+            Screen::Repeats { of } => notes.push(format!(
+                "note: {} repeats {} (the same processes and operations); read once",
+                name(k),
+                name(*of)
+            )),
+            Screen::Conflict { with, what } => notes.push(format!(
+                "warning: {} contradicts {}: {what}; {} is left out",
+                name(k),
+                name(*with),
+                name(k)
+            )),
+        }
+    }
+    if verdicts.iter().any(|v| *v != Screen::Keep) {
+        let mut keep = verdicts.iter().map(|v| *v == Screen::Keep);
+        let mut kept_slots = Vec::new();
+        let mut kept_reports = Vec::new();
+        let mut kept_parts = Vec::new();
+        for ((t, r), slot) in parts.into_iter().zip(reports).zip(file_slot) {
+            if keep.next().unwrap_or(true) {
+                kept_parts.push(t);
+                kept_reports.push(r);
+                kept_slots.push(slot);
+            } else {
+                states[slot] = S::default();
+            }
+        }
+        (parts, reports, file_slot) = (kept_parts, kept_reports, kept_slots);
+    }
     let (mut table, part_remaps) = merge_tables(parts);
     // Folded processes interleave; restore source order per rank.
     for r in &mut table.per_rank {
@@ -374,10 +554,16 @@ where
     commlens_core::assemble::assemble(&mut table);
     // Remaps indexed by the original file position, so per_op's index works.
     let mut remaps = vec![Remap::default(); files.len()];
+    let mut comm_file: Vec<Option<usize>> = vec![None; table.comms.len()];
     for (slot, r) in file_slot.into_iter().zip(part_remaps) {
+        for c in &r.comm {
+            comm_file[c.ix()].get_or_insert(slot);
+        }
         remaps[slot] = r;
     }
-    Ok((Loaded { table, reports, skipped_files, remaps, ..Loaded::empty() }, states))
+    // What is left contradicts itself within one file (two runs in one stdout).
+    notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
+    Ok((Loaded { table, reports, skipped_files, remaps, notes, ..Loaded::empty() }, states))
 }
 
 impl Loaded {
@@ -391,6 +577,7 @@ impl Loaded {
             nvidia_reports: Vec::new(),
             skipped_files: Vec::new(),
             remaps: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }

@@ -104,3 +104,200 @@ pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
     }
     (out, remaps)
 }
+
+/// What [`screen_parts`] decided for one per-file table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Screen {
+    /// Merged as usual.
+    Keep,
+    /// Holds only processes an earlier part (`of`) already holds, with the
+    /// very same communicator handles and operation sequences: the same log
+    /// again (a copy, or a per-process file next to a combined stdout). Not
+    /// merged.
+    Repeats { of: usize },
+    /// Claims what an earlier part (`with`) already claimed for another
+    /// process: a rank of the same `commId`, or another size for it. Not
+    /// merged. `what` says which communicator and claim, for the warning.
+    Conflict { with: usize, what: String },
+}
+
+/// Decides, part after part, which per-file tables [`merge_tables`] should
+/// join. A part is passed over when it repeats earlier parts (every process
+/// already seen, every communicator handle with the same operation count and
+/// sequence fingerprint) or when one of its handles claims a rank of a
+/// logged `commId` that a different process of an earlier kept part holds,
+/// or declares a different `nranks` for it (single-rank communicators
+/// excepted: nothing joins them; the later claim is never merged
+/// into the earlier rank). Several processes within one part are normal
+/// (a combined stdout) and never conflict here. Returns one verdict per part
+/// and, for parts kept although they share a process with an earlier one
+/// (a log split in two, say), the pairs (earlier, later, "host:pid").
+pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, String)>) {
+    type ProcKey = (String, u32);
+    let mut procs: HashMap<ProcKey, usize> = HashMap::new();
+    let mut handles: HashMap<(ProcKey, u64), (u64, u64)> = HashMap::new();
+    let mut claims: HashMap<(u64, u32), (ProcKey, usize)> = HashMap::new();
+    let mut sizes: HashMap<u64, (u32, usize)> = HashMap::new();
+    let mut verdicts = Vec::with_capacity(parts.len());
+    let mut shared = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let key_of = |p: usize| {
+            let p = &part.processes[p];
+            (p.host.clone(), p.pid)
+        };
+        // A part without communicators (version or topology lines only)
+        // counts nothing twice: always kept, never named.
+        let counts = !part.comms.is_empty();
+        let repeats = counts
+            && part.processes.iter().all(|p| procs.contains_key(&(p.host.clone(), p.pid)))
+            && part.comms.iter().all(|c| {
+                handles.get(&(key_of(c.proc.ix()), c.ptr)).is_some_and(|&(n, h)| n == c.n_ops && h == c.op_seq_hash)
+            });
+        if repeats {
+            let p = &part.processes[0];
+            verdicts.push(Screen::Repeats { of: procs[&(p.host.clone(), p.pid)] });
+            continue;
+        }
+        let mut conflict = None;
+        for c in &part.comms {
+            let Some(id) = c.comm_id else { continue };
+            let me = key_of(c.proc.ix());
+            if let (Some(n), Some(&(m, j))) = (c.nranks, sizes.get(&id)) {
+                if n != m {
+                    conflict = Some(Screen::Conflict {
+                        with: j,
+                        what: format!("communicator commId {id:#x} declared with {m} ranks there and {n} here"),
+                    });
+                    break;
+                }
+            }
+            // A single-rank communicator has nothing to join (nor a global
+            // rank to take): two processes with one are left alone.
+            if let Some(r) = c.rank.filter(|_| c.nranks != Some(1)) {
+                if let Some((other, j)) = claims.get(&(id, r)).filter(|(other, _)| *other != me) {
+                    conflict = Some(Screen::Conflict {
+                        with: *j,
+                        what: format!(
+                            "rank {r} of communicator commId {id:#x} claimed by process {}:{} there and by {}:{} here",
+                            other.0, other.1, me.0, me.1
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(c) = conflict {
+            verdicts.push(c);
+            continue;
+        }
+        for p in &part.processes {
+            let k = (p.host.clone(), p.pid);
+            match procs.get(&k) {
+                Some(&j) if counts => shared.push((j, i, format!("{}:{}", k.0, k.1))),
+                Some(_) => {}
+                None => {
+                    procs.insert(k, i);
+                }
+            }
+        }
+        for c in &part.comms {
+            let me = key_of(c.proc.ix());
+            if let Some(id) = c.comm_id {
+                if let Some(n) = c.nranks {
+                    sizes.entry(id).or_insert((n, i));
+                }
+                if let Some(r) = c.rank {
+                    claims.entry((id, r)).or_insert((me.clone(), i));
+                }
+            }
+            handles.entry((me, c.ptr)).or_insert((c.n_ops, c.op_seq_hash));
+        }
+        verdicts.push(Screen::Keep);
+    }
+    (verdicts, shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commlens_core::enums::OpKind;
+    use commlens_core::model::{CommMember, Device, Process};
+
+    /// One process with one device and one handle of `comm_id` holding `rank` of `nranks`.
+    fn part(host: &str, pid: u32, comm_id: u64, rank: u32, nranks: u32, ops: usize) -> OpTable {
+        let mut t = OpTable::default();
+        t.processes.push(Process { host: host.into(), pid, nccl_version: None });
+        t.devices.push(Device {
+            proc: ProcIdx(0),
+            cuda_dev: Some(rank),
+            nvml_dev: None,
+            bus_id: None,
+            global_rank: None,
+            local_rank: None,
+        });
+        let mut c = CommMember::new(ProcIdx(0), 0x7000 + u64::from(pid));
+        c.comm_id = Some(comm_id);
+        c.rank = Some(rank);
+        c.nranks = Some(nranks);
+        c.device = Some(DevIdx(0));
+        for _ in 0..ops {
+            c.note_op(OpKind::AllReduce);
+        }
+        t.comms.push(c);
+        t
+    }
+
+    #[test]
+    fn the_same_process_twice_is_a_repeat() {
+        let a = part("n0", 1, 0xabc, 0, 2, 5);
+        let b = part("n0", 2, 0xabc, 1, 2, 5);
+        let (v, shared) = screen_parts(&[a.clone(), b, a]);
+        assert_eq!(v, [Screen::Keep, Screen::Keep, Screen::Repeats { of: 0 }]);
+        assert!(shared.is_empty());
+    }
+
+    #[test]
+    fn the_same_process_with_other_operations_is_kept_and_named() {
+        let a = part("n0", 1, 0xabc, 0, 2, 5);
+        let a2 = part("n0", 1, 0xabc, 0, 2, 7);
+        let (v, shared) = screen_parts(&[a, a2]);
+        assert_eq!(v, [Screen::Keep, Screen::Keep]);
+        assert_eq!(shared, [(0, 1, "n0:1".to_string())]);
+    }
+
+    #[test]
+    fn a_rank_claimed_twice_is_a_conflict() {
+        let a = part("n0", 1, 0xabc, 0, 2, 5);
+        let b = part("n1", 9, 0xabc, 0, 2, 5);
+        let (v, _) = screen_parts(&[a, b]);
+        assert_eq!(v[0], Screen::Keep);
+        let Screen::Conflict { with: 0, what } = &v[1] else { panic!("{v:?}") };
+        assert!(what.contains("rank 0") && what.contains("0xabc") && what.contains("n1:9"), "{what}");
+    }
+
+    #[test]
+    fn single_rank_communicators_never_conflict() {
+        let a = part("n0", 1, 0xabc, 0, 1, 5);
+        let b = part("n1", 9, 0xabc, 0, 1, 5);
+        assert_eq!(screen_parts(&[a, b]).0, [Screen::Keep, Screen::Keep]);
+    }
+
+    #[test]
+    fn another_world_size_is_a_conflict() {
+        let a = part("n0", 1, 0xabc, 0, 2, 5);
+        let b = part("n1", 9, 0xabc, 1, 4, 5);
+        let (v, _) = screen_parts(&[a, b]);
+        let Screen::Conflict { with: 0, what } = &v[1] else { panic!("{v:?}") };
+        assert!(what.contains("2 ranks") && what.contains("4 here"), "{what}");
+    }
+
+    #[test]
+    fn processes_within_one_part_never_conflict_here() {
+        let mut a = part("n0", 1, 0xabc, 0, 2, 5);
+        let b = part("n1", 9, 0xabc, 0, 2, 5);
+        let (merged, _) = merge_tables(vec![a.clone(), b]);
+        a = merged;
+        let (v, _) = screen_parts(&[a]);
+        assert_eq!(v, [Screen::Keep]);
+    }
+}

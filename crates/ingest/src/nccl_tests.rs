@@ -128,7 +128,12 @@ pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
             st.device(rest);
         } else if let Some(v) = t.strip_prefix("Avg bus bandwidth") {
             if let Some(tb) = &mut st.table {
-                tb.avg = v.trim_start_matches([' ', ':']).split_whitespace().next().and_then(|x| x.parse().ok());
+                tb.avg = v
+                    .trim_start_matches([' ', ':'])
+                    .split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .filter(|v| v.is_finite());
             }
             st.close(&mut out, file_kind);
         } else if text.contains("_perf") && !t.starts_with("Collective test concluded") {
@@ -143,11 +148,14 @@ pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
     }
     st.close(&mut out, file_kind);
     if out.runs.is_empty() {
-        return Err(IngestError::Format {
-            path: path.to_path_buf(),
-            line: None,
-            what: "no nccl-tests result table (a `#  size  count  type …` header followed by rows)".into(),
-        });
+        let mut what = "no nccl-tests result table (a `#  size  count  type …` header followed by rows)".to_string();
+        if let Some((line, _)) = out.malformed.first() {
+            what.push_str(&format!(
+                "; {} rows did not parse (from line {line}; `inf`/`nan` times or bandwidths are no measurement)",
+                out.malformed.len()
+            ));
+        }
+        return Err(IngestError::Format { path: path.to_path_buf(), line: None, what });
     }
     Ok(out)
 }
@@ -409,11 +417,14 @@ fn parse_row(w: &[&str], m: Middle, line: u64) -> Option<BenchRow> {
         return None;
     }
     let tail = &w[w.len() - 8..];
+    // `inf`/`nan` (a zero time) are no measurement: the row is flagged as
+    // malformed rather than reaching averages, comparisons or the output.
+    let finite = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite());
     let timing = |x: &[&str]| -> Option<BenchTiming> {
         Some(BenchTiming {
-            time_us: x[0].parse().ok()?,
-            algbw_gb_s: x[1].parse().ok()?,
-            busbw_gb_s: x[2].parse().ok()?,
+            time_us: finite(x[0])?,
+            algbw_gb_s: finite(x[1])?,
+            busbw_gb_s: finite(x[2])?,
             errors: if x[3] == "N/A" { None } else { Some(x[3].parse().ok()?) },
         })
     };

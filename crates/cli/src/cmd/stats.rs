@@ -100,6 +100,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     }
     let t = &loaded.table;
     eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
+    loaded.notes.iter().for_each(|n| eprintln!("{n}"));
     if t.devices.is_empty() && agg.cells.is_empty() {
         if printed_benchmarks {
             eprintln!("note: the NCCL lines beside the benchmark tables hold no communicators or operations");
@@ -143,6 +144,14 @@ fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool) -> Result
             return Ok(v);
         }
         Format::Csv | Format::Table => {
+            if format == Format::Csv {
+                // The table's notes do not reach CSV: the rows left out are said on stderr.
+                for f in &read {
+                    for (line, text) in &f.malformed {
+                        eprintln!("warning: {}:{line}: not a result row: {text}", f.path);
+                    }
+                }
+            }
             for t in crate::baseline::tables(&read) {
                 if format == Format::Csv {
                     println!("# {}\n{}", t.title, t.to_csv());
@@ -163,6 +172,9 @@ fn print_stats(
     nccl_tests: serde_json::Value,
 ) -> CmdResult {
     let report = StatsReport::build(t, agg);
+    for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)) {
+        eprintln!("warning: {w}");
+    }
     match format {
         Format::Table => {
             for tab in render::stats_tables(&report) {

@@ -61,6 +61,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
                     "{}",
                     render::read_summary(&loaded.reports, &loaded.skipped_files, verbose)
                 );
+                loaded.notes.iter().for_each(|n| eprintln!("{n}"));
                 table = loaded.table;
             }
             Err(IngestError::NoInputs { .. }) if !xml_topos.is_empty() => {}

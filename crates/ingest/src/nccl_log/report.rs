@@ -42,7 +42,13 @@ impl KindCounts {
         let k = &mut self.kinds[i];
         k.count += 1;
         if k.samples.len() < SAMPLES_PER_KIND {
-            k.samples.push((line, sample()));
+            // A sample quotes the input: at most an excerpt of any value in it.
+            let s = sample();
+            let s = match crate::bytes::cap_excerpts(&s) {
+                std::borrow::Cow::Borrowed(_) => s,
+                std::borrow::Cow::Owned(c) => c,
+            };
+            k.samples.push((line, s));
         }
     }
 

@@ -28,7 +28,7 @@ use commlens_core::{CollOp, CommIdx, NcclVersion, OpTable};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
-pub(super) const SAMPLE_CHARS: usize = 200;
+pub(super) const SAMPLE_CHARS: usize = crate::bytes::EXCERPT_CHARS;
 /// Ops, tuning lines etc. that matched nothing are ignored beyond this backlog.
 const MAX_FRAGMENT: usize = 512;
 
