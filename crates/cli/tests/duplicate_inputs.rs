@@ -127,3 +127,37 @@ fn two_logs_claiming_one_rank_are_not_merged() {
     assert!(err.contains("warning:") && err.contains("b.log is left out"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn two_different_traces_of_rank_0_are_not_both_counted() {
+    let d = temp_dir("kineto-rank0");
+    let g = commlens_synth::generate_traces(&commlens_synth::RunConfig::default(), &commlens_synth::TraceConfig::default())
+        .unwrap();
+    let k = d.join("kineto");
+    g.write_kineto(&k, false).unwrap();
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(&k).unwrap().map(|e| e.unwrap().path()).collect();
+    traces.sort();
+    let (all, _) = stats(&[&k]);
+    // The same capture exported again with other bytes (pretty-printed): same process, same rank.
+    let first = traces[0].clone();
+    let text = std::fs::read_to_string(&first).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let again = d.join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    std::fs::write(again.join("rank0-again.json"), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let (with_again, err) = stats(&[&k, &again]);
+    assert_eq!(with_again["total_ops"], all["total_ops"], "{err}");
+    assert!(err.contains("rank0-again.json") && err.contains("already read") && err.contains("read once"), "{err}");
+    // Another process claiming rank 0 (a second run): left out, named.
+    let pid = v["traceEvents"].as_array().unwrap().iter().find_map(|e| e["pid"].as_u64().filter(|p| *p > 100)).unwrap();
+    let other = text.replace(&format!("\"pid\": {pid}"), "\"pid\": 4242").replace(&format!("\"pid\":{pid}"), "\"pid\":4242");
+    assert_ne!(other, text, "the trace names its process id");
+    let run2 = d.join("run2");
+    std::fs::create_dir_all(&run2).unwrap();
+    std::fs::write(run2.join("rank0-run2.json"), other).unwrap();
+    let (with_other, err) = stats(&[&k, &run2]);
+    assert_eq!(with_other["total_ops"], all["total_ops"], "{err}");
+    assert_eq!(with_other["ranks"], all["ranks"], "no rank invented: {err}");
+    assert!(err.contains("rank0-run2.json") && err.contains("claims rank 0") && err.contains("left out"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -113,6 +113,11 @@ fn log_declaring_2_pow_31_ranks_is_bounded() {
     std::fs::write(&log, huge_nranks_log()).unwrap();
     let r = ok(&["stats", s(&log)], 30);
     assert!(r.out.contains("2147483648"), "the declared size is still shown:\n{}", r.out);
+    assert!(
+        r.err.contains("declares 2147483648 ranks, more than NCCL can count") && r.err.matches("commId 0x89315395f7ecf46a").count() == 1,
+        "one warning per damaged communicator:\n{}",
+        r.err
+    );
     let html = d.join("r.html");
     let r = ok(&["report", s(&log), "-o", s(&html)], 60);
     // No prediction for a communicator no machine can hold (was "7389424763% of the model's").

@@ -8,6 +8,7 @@ use crate::merge::{merge_tables, screen_parts, Remap, Screen};
 use crate::nccl_log::{self, ReadOptions, ReadReport};
 use commlens_core::{CollOp, OpTable};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Files found under the given paths. Folders are walked recursively, in
@@ -374,10 +375,49 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
     for (t, (p, _)) in traces.into_iter().zip(&files) {
         ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
     }
-    let (table, _) = crate::kineto::to_op_table(&ok);
     let mut notes = notes;
+    let ok = screen_trace_ranks(ok, &mut notes);
+    let (table, _) = crate::kineto::to_op_table(&ok);
     notes.extend(conflict_notes(&table, |_| None));
     Ok(Loaded { table, traces: ok, notes, ..Loaded::empty() })
+}
+
+/// Kernel traces that claim a global rank an earlier trace already holds are
+/// left out: the same process again (a copy, another export of one capture)
+/// is read once with a note; another process claiming the rank (two runs, a
+/// misnumbered job) is a warning naming both files. Traces without rank
+/// numbers are kept as they are.
+fn screen_trace_ranks(traces: Vec<KernelTrace>, notes: &mut Vec<String>) -> Vec<KernelTrace> {
+    let mut owner: HashMap<u32, (usize, u32)> = HashMap::new();
+    let mut kept = Vec::with_capacity(traces.len());
+    for t in traces {
+        let clash = t.ranks.iter().find_map(|r| {
+            let g = r.rank?;
+            owner.get(&g).map(|&(k, pid)| (g, k, pid, r.pid))
+        });
+        if let Some((g, k, first_pid, pid)) = clash {
+            let first: &KernelTrace = &kept[k];
+            if first_pid == pid {
+                notes.push(format!(
+                    "note: {} holds rank {g} (process {pid}) already read from {}; read once",
+                    t.path, first.path
+                ));
+            } else {
+                notes.push(format!(
+                    "warning: {} claims rank {g} (process {pid}), which {} holds (process {first_pid}); {} is left out",
+                    t.path, first.path, t.path
+                ));
+            }
+            continue;
+        }
+        for r in &t.ranks {
+            if let Some(g) = r.rank {
+                owner.insert(g, (kept.len(), r.pid));
+            }
+        }
+        kept.push(t);
+    }
+    kept
 }
 
 /// One warning per [`commlens_core::assemble::comm_conflicts`] entry of an
@@ -392,9 +432,8 @@ fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model::CommIdx) 
             None => format!("{}:{}", p.host, p.pid),
         }
     };
-    comm_conflicts(table)
-        .into_iter()
-        .map(|c| match c {
+    let mut out = declared_size_notes(table, &who);
+    out.extend(comm_conflicts(table).into_iter().map(|c| match c {
             CommConflict::Rank { comm_id, rank, first, later } => format!(
                 "warning: rank {rank} of communicator commId {comm_id:#x} is claimed by process {} and by {}; \
                  they are kept as different ranks (two runs in one input?)",
@@ -408,8 +447,39 @@ fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model::CommIdx) 
                 table.comms[later.ix()].nranks.unwrap_or(0),
                 who(later)
             ),
-        })
-        .collect()
+        }));
+    out
+}
+
+/// Declared communicator sizes no run can have: above NCCL's `int` rank
+/// count, above 16 M ranks (far beyond any machine), or a rank outside its
+/// communicator. Nothing is sized by them (the table holds the ranks seen);
+/// the warning says the input is damaged. One line per communicator.
+fn declared_size_notes(table: &OpTable, who: &dyn Fn(commlens_core::model::CommIdx) -> String) -> Vec<String> {
+    const PLAUSIBLE: u64 = 1 << 24;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (i, c) in table.comms.iter().enumerate() {
+        let key = c.comm_id.unwrap_or(c.ptr ^ ((c.proc.ix() as u64) << 48));
+        let Some(n) = c.nranks else { continue };
+        let what = if n as u64 > i32::MAX as u64 {
+            format!("declares {n} ranks, more than NCCL can count (2^31 − 1)")
+        } else if n as u64 > PLAUSIBLE {
+            format!("declares {n} ranks, more than any machine has")
+        } else if let Some(r) = c.rank.filter(|&r| r >= n) {
+            format!("has rank {r} of {n}")
+        } else {
+            continue;
+        };
+        if seen.insert(key) {
+            let name = c.comm_id.map_or_else(|| format!("comm {:#x}", c.ptr), |id| format!("commId {id:#x}"));
+            out.push(format!(
+                "warning: communicator {name} of process {} {what}: the input is damaged; only the ranks seen are kept",
+                who(commlens_core::model::CommIdx(i as u32))
+            ));
+        }
+    }
+    out
 }
 
 /// Everything loaded from the inputs.
