@@ -3,76 +3,30 @@
 //! quadratic, a gzip log cut mid-stream, host names that are not UTF-8.
 //! Each case runs under a virtual-memory limit and a wall-clock limit.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 /// Virtual memory allowed per run (KiB): far below what a per-declared-rank
 /// allocation takes, well above what the binary needs.
 const MEM_KB: u64 = 2_000_000;
 
-/// A fresh folder under the system temp dir, unique per test and call.
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "commlens-hostile-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::Run;
 
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
-    secs: f64,
+fn temp_dir(tag: &str) -> PathBuf {
+    common::temp_dir("hostile", tag)
 }
 
 /// Runs the binary under `ulimit -v MEM_KB`, failing after `limit_s`.
 fn commlens(args: &[&str], limit_s: u64) -> Run {
-    let script = format!("ulimit -v {MEM_KB}; exec \"$0\" \"$@\"");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!("ulimit -v {MEM_KB}; exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_commlens"))
         .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = so.read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = se.read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
-    });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(limit_s) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("commlens {args:?} did not finish in {limit_s} s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let secs = t0.elapsed().as_secs_f64();
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    use std::os::unix::process::ExitStatusExt;
-    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    Run { code, out, err, secs }
+        .stdout(Stdio::piped());
+    common::run_limited(c, limit_s, &format!("commlens {args:?}"))
 }
 
 fn ok(args: &[&str], limit_s: u64) -> Run {

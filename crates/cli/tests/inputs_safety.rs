@@ -1,44 +1,16 @@
 //! Inputs are never overwritten, outputs are never left half-written, and
 //! folder walks read every real file once, through the binary.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+mod common;
+use std::io::Read;
 
 /// Runs the binary, killing it (and failing) after two minutes: a walk that
 /// loops must not hang the test suite.
 fn commlens(args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_commlens"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("commlens {args:?} did not finish in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.code().unwrap_or(-1), out.join().unwrap(), err.join().unwrap())
+    let r = common::run_limited(common::commlens_cmd(args), 120, &format!("commlens {args:?}"));
+    (r.code, r.out, r.err)
 }
 
 fn s(p: &Path) -> &str {

@@ -6,70 +6,20 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 /// A fresh folder under the system temp dir, unique per test and call.
-fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "commlens-small-hostile-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::Run;
 
-struct Run {
-    code: i32,
-    out: String,
-    err: String,
+fn temp_dir(tag: &str) -> PathBuf {
+    common::temp_dir("small-hostile", tag)
 }
 
 /// Runs the binary with `stdout` as its standard output, killed after 60 s.
 fn run_with(args: &[&str], stdout: Stdio) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_commlens"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let mut out = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut e = Vec::new();
-        let _ = err.read_to_end(&mut e);
-        e
-    });
-    let out_reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut o = Vec::new();
-        if let Some(out) = out.as_mut() {
-            let _ = out.read_to_end(&mut o);
-        }
-        o
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("commlens {args:?} ran for more than 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        out: String::from_utf8_lossy(&out_reader.join().unwrap()).into_owned(),
-        err: String::from_utf8_lossy(&reader.join().unwrap()).into_owned(),
-    }
+    let mut c = Command::new(env!("CARGO_BIN_EXE_commlens"));
+    c.args(args).stdout(stdout);
+    common::run_limited(c, 60, &format!("commlens {args:?}"))
 }
 
 fn commlens(args: &[&str]) -> Run {
