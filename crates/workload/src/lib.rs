@@ -1,0 +1,15 @@
+//! The workload model and its front ends.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `program` | the model: [`Workload`], [`Program`], [`Task`], groups by role |
+//! | `aicb` | AICB / SimAI workload text files |
+//! | `chakra` | Chakra execution traces: protobuf `.et` and PyTorch ET JSON, in archives too |
+//! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration |
+
+pub mod aicb;
+pub mod chakra;
+pub mod megatron;
+pub mod program;
+
+pub use program::*;
