@@ -265,6 +265,11 @@ pub struct Workload {
     pub rank_program: Vec<u32>,
     /// `membership[r]`: the groups rank `r` belongs to (its role → group table).
     pub membership: Vec<Vec<GroupId>>,
+    /// `representative[r]`: a rank whose timing rank `r` shares by construction (same
+    /// program, symmetric groups: the data replicas of a pipeline stage, every rank of an AICB
+    /// file). The engine simulates only ranks that are their own representative and lets the
+    /// others arrive with theirs. Empty: every rank is simulated.
+    pub representative: Vec<u32>,
     /// Notes a front end made (filled header keys, skipped records), for people.
     pub notes: Vec<String>,
 }
@@ -295,9 +300,27 @@ impl Workload {
         self.group(g).ranks.iter().position(|&r| r == rank).map(|p| p as u32)
     }
 
+    /// The rank whose timing `rank` shares (itself when the workload declares no symmetry).
+    pub fn representative_of(&self, rank: u32) -> u32 {
+        self.representative.get(rank as usize).copied().unwrap_or(rank)
+    }
+
     /// Checks the invariants every consumer relies on; the message says which one broke.
     pub fn validate(&self) -> Result<(), String> {
         let n = self.world as usize;
+        if !self.representative.is_empty() {
+            if self.representative.len() != n {
+                return Err(format!("{} ranks but {} representatives", n, self.representative.len()));
+            }
+            for (r, &rep) in self.representative.iter().enumerate() {
+                if rep as usize >= n || self.representative[rep as usize] != rep {
+                    return Err(format!("rank {r}'s representative {rep} is not its own representative"));
+                }
+                if self.rank_program[r] != self.rank_program[rep as usize] {
+                    return Err(format!("rank {r} and its representative {rep} run different programs"));
+                }
+            }
+        }
         if self.rank_program.len() != n || self.membership.len() != n {
             return Err(format!(
                 "{} ranks but {} program assignments and {} membership rows",
