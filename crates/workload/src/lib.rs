@@ -5,11 +5,13 @@
 //! | `program` | the model: [`Workload`], [`Program`], [`Task`], groups by role |
 //! | `aicb` | AICB / SimAI workload text files |
 //! | `chakra` | Chakra execution traces: protobuf `.et` and PyTorch ET JSON, in archives too |
+//! | `models` | named architectures (`gpt3-175b`, `llama-65b`, `mixtral-8x7b`, …): shape, parameters, FLOPs per token |
 //! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration |
 
 pub mod aicb;
 pub mod chakra;
 pub mod megatron;
+pub mod models;
 pub mod program;
 
 pub use program::*;
