@@ -6,6 +6,7 @@
 //! | `aicb` | AICB / SimAI workload text files |
 //! | `chakra` | Chakra execution traces: protobuf `.et` and PyTorch ET JSON, in archives too |
 //! | `models` | named architectures (`gpt3-175b`, `llama-65b`, `mixtral-8x7b`, …): shape, parameters, FLOPs per token |
+//! | `replay` | a measured run (any table commlens reads) as a workload, gaps between operations as compute |
 //! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration |
 
 pub mod aicb;
@@ -13,5 +14,6 @@ pub mod chakra;
 pub mod megatron;
 pub mod models;
 pub mod program;
+pub mod replay;
 
 pub use program::*;
