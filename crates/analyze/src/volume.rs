@@ -26,6 +26,14 @@
 //! 5.1's EP row). With SP, TP's AllReduces become AllGather + ReduceScatter of
 //! the same total volume, so only the expected operation kinds change.
 //!
+//! **Cross-check with the program**: the formulas are closed forms of what the shared Megatron
+//! program (`commlens_workload::megatron`, the one `commlens-synth` renders and the simulator
+//! runs) moves; `volume_program_tests.rs` sums that program's bytes
+//! (`commlens_workload::megatron::volumes`) over many configurations and asserts the formulas
+//! against it term by term (PP exact, TP's layer term exact with the program's embedding, loss
+//! and batch terms named, DP exact on the program's parameter count, EP's off-rank share of the
+//! program's token copies).
+//!
 //! **Observed** ([`compare`]): every operation on a logical communicator of
 //! class X (from [`crate::classify`]) counts for its rank under X. Two
 //! measures per rank: *moved* bytes, what the formulas above count (for
@@ -41,277 +49,13 @@ use crate::bandwidth::{algo_bytes, bus_factor, BusConvention};
 use crate::classify::{Classification, Parallelism};
 use commlens_core::model::DevIdx;
 use commlens_core::{OpKind, OpTable};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
-/// A model and its parallel configuration. Field names double as the keys of
-/// the `key = value` text form ([`ModelConfig::parse`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ModelConfig {
-    /// Transformer layers of the whole model (`L`).
-    pub layers: u64,
-    /// Hidden size (`h`).
-    pub hidden: u64,
-    /// FFN size; `None` = `4h` (the thesis's `12h²` per layer assumes it).
-    pub ffn_hidden: Option<u64>,
-    /// Sequence length (`s`).
-    pub seq_len: u64,
-    /// Vocabulary (`V`).
-    pub vocab: u64,
-    /// Micro-batch size (`b`).
-    pub micro_batch: u64,
-    /// Global batch (`B`); gives `m = B/(b·dp)` when `num_microbatches` is not set.
-    pub global_batch: Option<u64>,
-    /// Micro-batches per iteration (`m`, gradient-accumulation steps).
-    pub num_microbatches: Option<u64>,
-    /// Iterations the compared run covers (totals = per iteration × this).
-    pub iterations: u64,
-    /// Bytes per activation element (`β`).
-    pub bytes_per_element: u64,
-    /// Bytes per gradient element in the DP reduction; `None` = `β`.
-    pub grad_bytes: Option<u64>,
-    /// Bytes per parameter element of the distributed optimizer's AllGather; `None` = `β`.
-    pub param_bytes: Option<u64>,
-    pub tp: u64,
-    pub pp: u64,
-    /// Megatron's data-parallel size, world / (tp·pp); EP groups lie inside it.
-    pub dp: u64,
-    pub ep: u64,
-    pub sequence_parallel: bool,
-    pub distributed_optimizer: bool,
-    /// Pipeline tensors split across the TP group (eq. 2.9); implied by SP.
-    pub pp_scatter_gather: bool,
-    /// Parameter count; `None` = computed with `param_formula`.
-    pub params: Option<u64>,
-    pub param_formula: ParamFormula,
-    /// Transformer layers that are MoE layers.
-    pub moe_layers: u64,
-    /// Experts per token (`k`).
-    pub top_k: u64,
-}
-
-impl Default for ModelConfig {
-    fn default() -> Self {
-        ModelConfig {
-            layers: 1,
-            hidden: 1,
-            ffn_hidden: None,
-            seq_len: 1,
-            vocab: 0,
-            micro_batch: 1,
-            global_batch: None,
-            num_microbatches: None,
-            iterations: 1,
-            bytes_per_element: 2,
-            grad_bytes: None,
-            param_bytes: None,
-            tp: 1,
-            pp: 1,
-            dp: 1,
-            ep: 1,
-            sequence_parallel: false,
-            distributed_optimizer: false,
-            pp_scatter_gather: false,
-            params: None,
-            param_formula: ParamFormula::Thesis,
-            moe_layers: 0,
-            top_k: 1,
-        }
-    }
-}
-
-/// How [`ModelConfig::param_count`] counts parameters when none are given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum ParamFormula {
-    /// Eq. 5.2 as the thesis prints and evaluates it: `12Lh² + Lh + (V+s)`.
-    #[default]
-    Thesis,
-    /// Megatron's count: `12Lh² + 13Lh + (V+s)·h` (layer norms and biases, embeddings of width h).
-    Megatron,
-}
-
-/// A configuration that cannot be parsed or makes no sense.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Largest parallel size (and product tp·pp·dp) a config may give: 16 Mi ranks.
-const MAX_PARALLEL: u64 = 1 << 24;
-
-fn int(key: &str, v: &str) -> Result<u64, ConfigError> {
-    let digits: String = v.chars().filter(|c| *c != '_').collect();
-    digits.parse().map_err(|_| ConfigError(format!("{key}: {v:?} is not a non-negative integer")))
-}
-
-fn boolean(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "yes" | "1" | "on" => Ok(true),
-        "false" | "no" | "0" | "off" => Ok(false),
-        _ => Err(ConfigError(format!("{key}: {v:?} is not a boolean"))),
-    }
-}
-
-impl ModelConfig {
-    /// Parses `key = value` lines (`#` starts a comment, `[section]` lines
-    /// and blank lines are skipped, values may be quoted, integers may hold
-    /// `_`). Keys are the field names; Megatron's argument names
-    /// (`num_layers`, `hidden_size`, `seq_length`, …) are accepted too.
-    /// Missing keys keep [`Default`]; the result is validated.
-    pub fn parse(text: &str) -> Result<ModelConfig, ConfigError> {
-        let mut c = ModelConfig::default();
-        for (no, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() || line.starts_with('[') {
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=') else {
-                return Err(ConfigError(format!("line {}: expected `key = value`, got {raw:?}", no + 1)));
-            };
-            let key = k.trim().replace('-', "_");
-            let v = v.trim().trim_matches(|ch| ch == '"' || ch == '\'');
-            let at = |e: ConfigError| ConfigError(format!("line {}: {}", no + 1, e.0));
-            let n = || int(&key, v).map_err(at);
-            // A parallel size beyond any machine (`tp = 18446744073709551615`)
-            // would only overflow the formulas: an error naming the line.
-            let par = |max: u64| {
-                let x = int(&key, v).map_err(at)?;
-                if x > max {
-                    return Err(at(ConfigError(format!("{key} = {x} is implausible (at most {max})"))));
-                }
-                Ok(x)
-            };
-            let b = || boolean(&key, v).map_err(at);
-            match key.as_str() {
-                "layers" | "num_layers" => c.layers = n()?,
-                "hidden" | "hidden_size" => c.hidden = n()?,
-                "ffn_hidden" | "ffn_hidden_size" => c.ffn_hidden = Some(n()?),
-                "seq_len" | "seq_length" => c.seq_len = n()?,
-                "vocab" | "vocab_size" | "padded_vocab_size" => c.vocab = n()?,
-                "micro_batch" | "micro_batch_size" => c.micro_batch = n()?,
-                "global_batch" | "global_batch_size" => c.global_batch = Some(n()?),
-                "num_microbatches" => c.num_microbatches = Some(n()?),
-                "iterations" | "train_iters" => c.iterations = n()?,
-                "bytes_per_element" => c.bytes_per_element = par(64)?,
-                "grad_bytes" => c.grad_bytes = Some(n()?),
-                "param_bytes" => c.param_bytes = Some(n()?),
-                "tp" | "tensor_model_parallel_size" => c.tp = par(MAX_PARALLEL)?,
-                "pp" | "pipeline_model_parallel_size" => c.pp = par(MAX_PARALLEL)?,
-                "dp" | "data_parallel_size" => c.dp = par(MAX_PARALLEL)?,
-                "ep" | "expert_model_parallel_size" => c.ep = par(MAX_PARALLEL)?,
-                "sequence_parallel" => c.sequence_parallel = b()?,
-                "distributed_optimizer" | "use_distributed_optimizer" => c.distributed_optimizer = b()?,
-                "pp_scatter_gather" => c.pp_scatter_gather = b()?,
-                "params" => c.params = Some(n()?),
-                "param_formula" => {
-                    c.param_formula = match v.to_ascii_lowercase().as_str() {
-                        "thesis" => ParamFormula::Thesis,
-                        "megatron" => ParamFormula::Megatron,
-                        _ => return Err(at(ConfigError(format!("param_formula: {v:?} is not thesis or megatron")))),
-                    }
-                }
-                "moe_layers" => c.moe_layers = n()?,
-                "top_k" | "moe_router_topk" => c.top_k = par(MAX_PARALLEL)?,
-                other => return Err(ConfigError(format!("line {}: unknown key {other:?}", no + 1))),
-            }
-        }
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// Checks sizes; a zero size would make every formula meaningless.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        for (name, v) in [
-            ("layers", self.layers),
-            ("hidden", self.hidden),
-            ("seq_len", self.seq_len),
-            ("micro_batch", self.micro_batch),
-            ("tp", self.tp),
-            ("pp", self.pp),
-            ("dp", self.dp),
-            ("ep", self.ep),
-            ("top_k", self.top_k),
-            ("bytes_per_element", self.bytes_per_element),
-        ] {
-            if v == 0 {
-                return Err(ConfigError(format!("{name} must be at least 1")));
-            }
-        }
-        let world = [self.tp, self.pp, self.dp].iter().try_fold(1u64, |a, &b| a.checked_mul(b));
-        if world.is_none_or(|w| w > MAX_PARALLEL) {
-            return Err(ConfigError(format!(
-                "tp·pp·dp = {}·{}·{} ranks is implausible (at most {MAX_PARALLEL})",
-                self.tp, self.pp, self.dp
-            )));
-        }
-        if self.micro_batch.checked_mul(self.dp).is_none() {
-            return Err(ConfigError(format!("micro_batch·dp = {}·{} overflows", self.micro_batch, self.dp)));
-        }
-        if self.moe_layers > self.layers {
-            return Err(ConfigError("moe_layers exceeds layers".into()));
-        }
-        if self.ep > 1 && self.dp.checked_rem(self.ep) != Some(0) {
-            return Err(ConfigError(format!("ep ({}) must divide dp ({})", self.ep, self.dp)));
-        }
-        self.microbatches().map(|_| ())
-    }
-
-    /// `m`: given, or `global_batch / (micro_batch · dp)`.
-    pub fn microbatches(&self) -> Result<u64, ConfigError> {
-        match (self.num_microbatches, self.global_batch) {
-            (Some(m), _) if m > 0 => Ok(m),
-            (Some(_), _) => Err(ConfigError("num_microbatches must be at least 1".into())),
-            (None, Some(gb)) => {
-                let per = self.micro_batch * self.dp;
-                if gb == 0 || gb % per != 0 {
-                    Err(ConfigError(format!("global_batch {gb} is not a positive multiple of micro_batch·dp = {per}")))
-                } else {
-                    Ok(gb / per)
-                }
-            }
-            // Volumes that do not depend on m (DP) still make sense.
-            (None, None) => Ok(1),
-        }
-    }
-
-    /// `P`: given, or by `param_formula` with the `12Lh²` of the layers
-    /// generalised to an FFN of size `f` as `L·(4h² + 2hf)`: eq. 5.2 is
-    /// `L·(4h² + 2hf) + L·h + (V+s)` (= `12Lh²(1 + 1/(12h) + (V+s)/(12Lh²))`
-    /// for `f = 4h`), Megatron's `L·(4h² + 2hf) + 13·L·h + (V+s)·h`.
-    pub fn param_count(&self) -> f64 {
-        if let Some(p) = self.params {
-            return p as f64;
-        }
-        let (l, h) = (self.layers as f64, self.hidden as f64);
-        let f = self.ffn_hidden.map_or(4.0 * h, |f| f as f64);
-        let layers = l * (4.0 * h * h + 2.0 * h * f);
-        let emb = (self.vocab + self.seq_len) as f64;
-        match self.param_formula {
-            ParamFormula::Thesis => layers + l * h + emb,
-            ParamFormula::Megatron => layers + 13.0 * l * h + emb * h,
-        }
-    }
-
-    fn beta(&self) -> f64 {
-        self.bytes_per_element as f64
-    }
-}
-
-impl FromStr for ModelConfig {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ModelConfig::parse(s)
-    }
-}
+/// The model file and its parser are the shared workload model's (`commlens_workload::megatron`),
+/// which also turns it into the Megatron configuration the simulator and the generator run;
+/// re-exported here so this module's API is unchanged.
+pub use commlens_workload::megatron::{ConfigError, ModelConfig, ParamFormula};
 
 /// Which ranks of a parallelism type a row speaks of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -538,3 +282,7 @@ pub fn compare(theory: &[VolumeRow], observed: &OpTable, classification: &Classi
 #[cfg(test)]
 #[path = "volume_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "volume_program_tests.rs"]
+mod program_tests;

@@ -414,6 +414,9 @@ mod tests {
             memory_gib: 40.0,
             peak_tflops_bf16: 100.0,
             hbm_gb_s: 1500.0,
+            peak_tflops_fp32: 10.0,
+            peak_tflops_tf32: 50.0,
+            peak_tflops_fp8: 0.0,
         };
         Cluster {
             name: "tiny".into(),

@@ -1,7 +1,8 @@
 //! Run configuration: what run to synthesize, its validation, and the NCCL version gates.
 //!
-//! Owns [`RunConfig`] (parallel layout, model size, schedule, realism knobs), the
-//! [`Schedule`] choice, the [`ConfigError`] returned by validation and [`NcclVersion`], which
+//! Owns [`RunConfig`] (parallel layout, model size, schedule, realism knobs) and its
+//! translation into the shared Megatron configuration ([`RunConfig::program_config`]), the
+//! [`ConfigError`] returned by validation and [`NcclVersion`], which
 //! decides which version-dependent line forms are written (see its methods for the evidence
 //! behind each gate).
 
@@ -9,25 +10,9 @@ pub use commlens_core::NcclVersion;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Pipeline schedule of the microbatches of one iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Schedule {
-    /// Megatron's default non-interleaved 1F1B schedule (warm-up, steady state, cool-down).
-    OneFOneB,
-    /// GPipe-like: all forward passes, then all backward passes.
-    AllForwardAllBackward,
-}
-
-/// Token dispatcher of the MoE layers (Megatron `--moe-token-dispatcher-type`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum MoeDispatcher {
-    /// `alltoall`: tokens travel by `all_to_all_single` on the EP group, which PyTorch issues as
-    /// one NCCL group of `Send`/`Recv` per peer (itself included, zero-sized splits skipped).
-    #[default]
-    AllToAll,
-    /// `allgather`: every EP rank gathers all tokens (AllGather) and reduce-scatters the output.
-    AllGather,
-}
+/// The pipeline schedule and MoE dispatcher are the shared Megatron model's
+/// (`commlens_workload::megatron`), re-exported here.
+pub use commlens_workload::megatron::{MoeDispatcher, Schedule};
 
 fn one() -> usize {
     1
@@ -183,6 +168,32 @@ impl RunConfig {
         let per_stage = (cfg.layers / pp.max(1)).max(2);
         cfg.layers = per_stage * pp.max(1);
         cfg
+    }
+
+    /// The Megatron configuration whose programs this run renders (`commlens_workload`).
+    pub fn program_config(&self) -> commlens_workload::megatron::Config {
+        commlens_workload::megatron::Config {
+            tp: self.tp,
+            pp: self.pp,
+            dp: self.dp,
+            layers: self.layers,
+            hidden: self.hidden,
+            seq_len: self.seq_len,
+            micro_batch: self.micro_batch,
+            num_microbatches: self.num_microbatches,
+            iterations: self.iterations,
+            vocab: self.vocab,
+            schedule: self.schedule,
+            sequence_parallel: self.sequence_parallel,
+            distributed_optimizer: self.distributed_optimizer,
+            virtual_stages: self.virtual_stages,
+            ep: self.ep,
+            num_experts: self.num_experts,
+            moe_layer_freq: self.moe_layer_freq,
+            moe_topk: self.moe_topk,
+            moe_dispatcher: self.moe_dispatcher,
+            seed: self.seed,
+        }
     }
 
     /// Number of ranks (processes).

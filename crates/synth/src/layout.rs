@@ -4,15 +4,11 @@
 //! the Megatron-LM process groups turned into NCCL communicators, with their commIds, member
 //! order and per-process `comm`/`stream` pointers.
 //!
-//! Rank order is Megatron's default `tp-dp-pp`: `rank = t + tp * (d + dp * p)`. Groups are
-//! created, on every process, in the order WORLD, DP, MP, TP, PP, EMB (the order of
-//! `initialize_model_parallel`, MP being the model-parallel group), then the expert groups
-//! EP and EDP (expert data-parallel) when `ep > 1`. Expert groups follow Megatron's expert rank
-//! generator `tp-ep-dp-pp` with expert TP = TP: the DP coordinate splits into
-//! `d = e + ep * d'`, EP varies `e` (stride `tp`), EDP varies `d'` (stride `tp * ep`). A group of one rank never
-//! issues NCCL work, so it gets no communicator. MP exists only when `dp > 1` and
-//! `tp * pp > 1` (otherwise it has one rank or the same members as WORLD, which then serves
-//! the grad-norm reduction); EMB (first and last stage of each pipeline) only when `pp > 1`.
+//! Rank order is Megatron's default `tp-dp-pp`: `rank = t + tp * (d + dp * p)`. The groups,
+//! their members, names and creation order are the shared Megatron model's
+//! (`commlens_workload::megatron::groups`: WORLD, DP, MP, TP, PP, EMB, then EP and EDP); every
+//! process creates one communicator per group in that order, so communicator `i` is the
+//! workload's group `i`.
 
 use crate::config::RunConfig;
 use crate::rng::SplitMix64;
@@ -59,6 +55,22 @@ pub(crate) enum GroupKind {
 }
 
 impl GroupKind {
+    /// The synth kind of a shared-model group kind (the Megatron front end makes no others).
+    pub fn of(kind: commlens_workload::GroupKind) -> GroupKind {
+        use commlens_workload::GroupKind as W;
+        match kind {
+            W::World => GroupKind::World,
+            W::Dp => GroupKind::Dp,
+            W::Mp => GroupKind::Mp,
+            W::Tp => GroupKind::Tp,
+            W::Pp => GroupKind::Pp,
+            W::Embedding => GroupKind::Emb,
+            W::Ep => GroupKind::Ep,
+            W::DpEp => GroupKind::ExpDp,
+            other => panic!("the Megatron front end makes no {other:?} group"),
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             GroupKind::World => "WORLD",
@@ -189,61 +201,8 @@ impl Layout {
             });
         }
 
-        let mut groups: Vec<(GroupKind, usize, Vec<usize>)> = Vec::new();
-        let rank_of = |t: usize, d: usize, p: usize| t + cfg.tp * (d + cfg.dp * p);
-        groups.push((GroupKind::World, 0, (0..world).collect()));
-        if cfg.dp > 1 {
-            for p in 0..cfg.pp {
-                for t in 0..cfg.tp {
-                    let m = (0..cfg.dp).map(|d| rank_of(t, d, p)).collect();
-                    groups.push((GroupKind::Dp, p * cfg.tp + t, m));
-                }
-            }
-            if cfg.tp * cfg.pp > 1 {
-                for d in 0..cfg.dp {
-                    let m = (0..cfg.pp)
-                        .flat_map(|p| (0..cfg.tp).map(move |t| (t, p)))
-                        .map(|(t, p)| rank_of(t, d, p))
-                        .collect();
-                    groups.push((GroupKind::Mp, d, m));
-                }
-            }
-        }
-        if cfg.tp > 1 {
-            for i in 0..world / cfg.tp {
-                groups.push((GroupKind::Tp, i, (i * cfg.tp..(i + 1) * cfg.tp).collect()));
-            }
-        }
-        if cfg.pp > 1 {
-            let n = world / cfg.pp;
-            for i in 0..n {
-                groups.push((GroupKind::Pp, i, (0..cfg.pp).map(|k| i + k * n).collect()));
-            }
-            for i in 0..n {
-                groups.push((GroupKind::Emb, i, vec![i, i + (cfg.pp - 1) * n]));
-            }
-        }
-        if cfg.ep > 1 {
-            let edp = cfg.dp / cfg.ep;
-            for p in 0..cfg.pp {
-                for d2 in 0..edp {
-                    for t in 0..cfg.tp {
-                        let m = (0..cfg.ep).map(|e| rank_of(t, e + cfg.ep * d2, p)).collect();
-                        groups.push((GroupKind::Ep, (p * edp + d2) * cfg.tp + t, m));
-                    }
-                }
-            }
-            if edp > 1 {
-                for p in 0..cfg.pp {
-                    for e in 0..cfg.ep {
-                        for t in 0..cfg.tp {
-                            let m = (0..edp).map(|d2| rank_of(t, e + cfg.ep * d2, p)).collect();
-                            groups.push((GroupKind::ExpDp, (p * cfg.ep + e) * cfg.tp + t, m));
-                        }
-                    }
-                }
-            }
-        }
+        // The shared Megatron model's groups, in its creation order: comm `i` is group `i`.
+        let groups = commlens_workload::megatron::groups::groups(&cfg.program_config());
 
         // Per-process heap base for `comm`/`stream` pointers (glibc heap, `0x55..`/`0x56..`).
         let heap: Vec<u64> = (0..world)
@@ -252,7 +211,9 @@ impl Layout {
         let mut next_obj = vec![0u64; world];
         let mut comms = Vec::with_capacity(groups.len());
         let mut proc_comms = vec![Vec::new(); world];
-        for (kind, index, members) in groups {
+        for group in groups {
+            let kind = GroupKind::of(group.kind);
+            let members: Vec<usize> = group.ranks.iter().map(|&r| r as usize).collect();
             // Bit 60 set: always 16 hex digits, like `commId 0x54fe282d32a87d85`.
             let comm_id = rng.next_u64() | (1 << 60);
             let mut ptrs = Vec::with_capacity(members.len());
@@ -274,12 +235,8 @@ impl Layout {
             } else {
                 cfg.nccl_channels
             };
-            let name = match kind {
-                GroupKind::World => "WORLD".to_string(),
-                k => format!("{}{}", k.label(), index),
-            };
             comms.push(Comm {
-                name,
+                name: group.name,
                 kind,
                 comm_id,
                 members,

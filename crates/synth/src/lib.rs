@@ -14,20 +14,20 @@
 //! assert_eq!(run.truth.world_size, 4);
 //! ```
 //!
+//! The Megatron program itself (schedules, TP/SP/PP/DP traffic, distributed optimizer, MoE
+//! dispatchers, parameters and buckets) is `commlens_workload::megatron`'s, shared with the
+//! simulator and the volume model; this crate renders it.
+//!
 //! Modules: `config` (what to generate), `layout` (ranks, hosts, communicators), `topo`
 //! (hardware and topology dump text), `init` (communicator lifecycle text), `traffic`
-//! (Megatron program per rank), `interleaved` (virtual-stage pipeline schedule), `moe`
-//! (expert-parallel token dispatch), `params` (parameters, gradient buckets and their sync),
+//! (the shared program rendered per rank, inside comm init/barriers/destroy),
 //! `sim` (clocks, the discrete-event run), `sim_text` (op and tuning line text), `sim_wait`
 //! (completion of blocking steps: init, sync collectives, p2p groups), `writer` (prefixes,
 //! files, interleaving), `truth` (ground truth).
 
 mod config;
 mod init;
-mod interleaved;
 mod layout;
-mod moe;
-mod params;
 mod rng;
 mod sim;
 mod sim_text;

@@ -500,7 +500,7 @@ fn edge_layouts_generate() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(names, ["WORLD", "DP0"]);
-    let buckets = crate::traffic::grad_buckets(&cfg, 0);
+    let buckets = commlens_workload::megatron::params::grad_buckets(&cfg.program_config(), 0);
     assert_eq!(buckets.len(), 2); // ~103M parameters in buckets of >= 40M elements
     let dp = run.truth.op(3, "DP0", "AllReduce").unwrap();
     assert_eq!(dp.lines, 2 * cfg.iterations);

@@ -7,7 +7,7 @@
 //! | `chakra` | Chakra execution traces: protobuf `.et` and PyTorch ET JSON, in archives too |
 //! | `models` | named architectures (`gpt3-175b`, `llama-65b`, `mixtral-8x7b`, …): shape, parameters, FLOPs per token |
 //! | `replay` | a measured run (any table commlens reads) as a workload, gaps between operations as compute |
-//! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration |
+//! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration or `model.conf`; the volumes its programs move |
 
 pub mod aicb;
 pub mod chakra;

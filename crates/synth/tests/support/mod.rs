@@ -1,0 +1,3 @@
+//! Shared support of the synth integration tests.
+
+pub mod cases;

@@ -1,0 +1,109 @@
+//! Megatron-LM front end: the program of every rank of a Megatron job from its configuration.
+//!
+//! Owns the entry points: [`program_for_rank`] (one rank's iterations as [`Task`]s of the
+//! shared model) and [`workload`] (all ranks, their groups, programs shared by ranks that run
+//! the same, and representatives). `commlens-synth` renders these programs as NCCL log lines,
+//! the simulator executes them and [`volumes`] sums their bytes, so the three agree by
+//! construction. Submodules: `config` ([`Config`], [`Schedule`], [`MoeDispatcher`]),
+//! `model_conf` (the `key = value` model file), `groups` (process groups and membership),
+//! `schedule` (1F1B, all-forward-all-backward, interleaved), `traffic` (TP/SP/PP/DP/optimizer
+//! calls), `moe` (token dispatchers and routing), `params` (parameters, buckets, shards),
+//! `volume` (bytes per group kind).
+//!
+//! A program holds the training iterations only: what a launcher does around them (communicator
+//! creation, start-up barriers, shutdown) belongs to whoever runs the program.
+
+mod config;
+pub mod groups;
+mod model_conf;
+mod moe;
+pub mod params;
+pub mod schedule;
+mod traffic;
+mod volume;
+
+pub use config::{Config, ConfigError, MoeDispatcher, Schedule};
+pub use model_conf::{ModelConfig, ParamFormula, MAX_PARALLEL};
+pub use moe::{mix64, routing};
+pub use volume::{moved_bytes, volumes, GroupVolume, StageRole, Volumes};
+
+use crate::{Group, GroupId, GroupKind, Origin, Program, Task, Workload};
+use traffic::{Builder, EpPos};
+
+/// The program of global rank `rank` (`rank < cfg.world()`; `cfg` valid).
+pub fn program_for_rank(cfg: &Config, rank: usize) -> Program {
+    let gs = groups::groups(cfg);
+    let member = groups::membership(cfg.world(), &gs);
+    program_with(cfg, rank, &gs, &member[rank])
+}
+
+fn program_with(cfg: &Config, rank: usize, gs: &[Group], member: &[GroupId]) -> Program {
+    let ep = groups::group_of(gs, member, GroupKind::Ep).map(|(group, g)| EpPos {
+        group,
+        me: g.ranks.iter().position(|&r| r as usize == rank).unwrap_or(0),
+        n: g.ranks.len(),
+    });
+    let mut b = Builder::new(cfg, cfg.stage_of(rank), ep);
+    b.iterations();
+    Program { tasks: b.tasks }
+}
+
+/// Every rank's program and groups. Ranks whose programs are equal share one (checked, not
+/// assumed: the all-to-all dispatcher's uneven splits give every EP rank its own); a rank's
+/// representative is the first data replica of its stage and tensor rank with the same
+/// program (itself when none).
+pub fn workload(cfg: &Config) -> Result<Workload, ConfigError> {
+    cfg.validate()?;
+    let world = cfg.world();
+    let gs = groups::groups(cfg);
+    let membership = groups::membership(world, &gs);
+    let mut programs: Vec<Program> = Vec::new();
+    // Programs of each stage (indices into `programs`): only ranks of one stage can match.
+    let mut by_stage: Vec<Vec<usize>> = vec![Vec::new(); cfg.pp];
+    let mut rank_program = Vec::with_capacity(world);
+    let mut representative = Vec::with_capacity(world);
+    for rank in 0..world {
+        let p = program_with(cfg, rank, &gs, &membership[rank]);
+        let stage = cfg.stage_of(rank);
+        let idx = match by_stage[stage].iter().copied().find(|&i| programs[i] == p) {
+            Some(i) => i,
+            None => {
+                programs.push(p);
+                by_stage[stage].push(programs.len() - 1);
+                programs.len() - 1
+            }
+        };
+        rank_program.push(idx as u32);
+        // Data replicas of (stage, tensor rank): rank = t + tp·(d + dp·p), d varies.
+        let t = rank % cfg.tp;
+        let first_replica = t + cfg.tp * cfg.dp * stage;
+        let rep = (first_replica..rank)
+            .step_by(cfg.tp)
+            .find(|&r| rank_program[r] == idx as u32 && representative[r] == r as u32)
+            .unwrap_or(rank);
+        representative.push(rep as u32);
+    }
+    let w = Workload {
+        name: format!("megatron tp{} pp{} dp{}{}", cfg.tp, cfg.pp, cfg.dp, if cfg.ep > 1 { format!(" ep{}", cfg.ep) } else { String::new() }),
+        origin: Origin::ModelConf,
+        world: world as u32,
+        gpus_per_node: None,
+        iterations: cfg.iterations as u32,
+        groups: gs,
+        programs,
+        rank_program,
+        membership,
+        representative,
+        notes: Vec::new(),
+    };
+    debug_assert_eq!(w.validate(), Ok(()));
+    Ok(w)
+}
+
+/// Tasks of a program that are communication (collectives and p2p groups).
+pub fn comm_tasks(p: &Program) -> impl Iterator<Item = &Task> {
+    p.tasks.iter().filter(|t| matches!(t.work, crate::Work::Coll(_) | crate::Work::P2p { .. }))
+}
+
+#[cfg(test)]
+mod tests;
