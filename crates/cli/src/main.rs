@@ -166,6 +166,56 @@ enum Command {
         #[command(subcommand)]
         action: cmd::cluster::ClusterCmd,
     },
+    /// Simulates a training job on a cluster: a Megatron model.conf, an
+    /// AICB/SimAI workload file, Chakra execution traces, or a measured run
+    /// to replay; writes the run as a table of Simulated rows
+    /// (`simulated.parquet`, read by every command), a summary in SimAI's
+    /// terms, per-link utilisation and traces.
+    Simulate {
+        /// The workload: model.conf, AICB .txt, Chakra .et/folder/prefix/PyTorch ET (.json, .tgz), or a run's files.
+        #[arg(required = true)]
+        workload: Vec<PathBuf>,
+        /// Which front end reads WORKLOAD (default: told by its content).
+        #[arg(long, value_enum, default_value_t = cmd::simulate::WorkloadKind::Auto)]
+        kind: cmd::simulate::WorkloadKind,
+        /// A preset (`commlens cluster list`), a TOML file or a run; default dgx-h100, with as many nodes as the job needs.
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        /// NICs per node and speed, e.g. 8x400g.
+        #[arg(long)]
+        nic: Option<String>,
+        /// GPUs of the job (AICB files: SimAI's -g).
+        #[arg(long)]
+        gpus: Option<u32>,
+        #[arg(long, value_enum, default_value_t = cmd::simulate::Mode::Analytical)]
+        mode: cmd::simulate::Mode,
+        /// What-if: network bandwidth multiplied by this factor.
+        #[arg(long, default_value_t = 1.0)]
+        scale_network: f64,
+        /// Measured Kineto/nsys traces whose kernel times replace the roofline.
+        #[arg(long)]
+        kernels: Vec<PathBuf>,
+        /// Kineto traces of the same job as a Chakra workload: its compute times.
+        #[arg(long)]
+        kineto: Vec<PathBuf>,
+        /// SimAI's -nv (NVLink busbw, GB/s): use SimAI 1.6 analytical's busbw rule.
+        #[arg(long)]
+        simai_nv: Option<f64>,
+        /// SimAI's -nic (busbw of one NIC, GB/s).
+        #[arg(long)]
+        simai_nic: Option<f64>,
+        /// SimAI's -n_p_s (NICs per server).
+        #[arg(long, default_value_t = 8)]
+        simai_nics_per_server: u32,
+        /// Give every rank its representative's rows (small jobs only).
+        #[arg(long)]
+        expand: bool,
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The main job on a built-in example: generates a 4-rank Megatron-like
     /// run (TP=2, PP=2) as NCCL logs, nsys exports and Kineto traces, runs
     /// stats and topo, fuses logs with kernels and writes the report.
@@ -272,6 +322,39 @@ fn main() -> ExitCode {
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
         Command::Export { inputs, parquet } => cmd::export::run(&inputs, &parquet),
         Command::Demo { out } => cmd::demo::run(out),
+        Command::Simulate {
+            workload,
+            kind,
+            cluster,
+            nic,
+            gpus,
+            mode,
+            scale_network,
+            kernels,
+            kineto,
+            simai_nv,
+            simai_nic,
+            simai_nics_per_server,
+            expand,
+            out,
+            json,
+        } => cmd::simulate::run(&cmd::simulate::SimulateArgs {
+            workload: &workload,
+            kind,
+            cluster: cluster.as_deref(),
+            nic: nic.as_deref(),
+            gpus,
+            mode,
+            scale_network,
+            kernels: &kernels,
+            kineto: &kineto,
+            simai_nv,
+            simai_nic,
+            simai_nics_per_server,
+            expand,
+            out: &out,
+            json,
+        }),
         Command::Cluster { action } => cmd::cluster::run(action),
         Command::Predict {
             collective,
@@ -320,6 +403,9 @@ fn command_paths(c: &Command) -> Option<(Vec<Vec<PathBuf>>, Vec<&std::path::Path
         }
         Command::Model { config, inputs, .. } => (vec![inputs.clone(), vec![config.clone()]], vec![]),
         Command::Export { inputs, parquet } => (vec![inputs.clone()], vec![parquet]),
+        Command::Simulate { workload, kernels, kineto, out, .. } => {
+            (vec![workload.clone(), kernels.clone(), kineto.clone()], vec![out])
+        }
         Command::Demo { .. } | Command::Cluster { .. } | Command::Predict { .. } => return None,
     })
 }
@@ -356,7 +442,7 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
         }
         Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
         Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
-        c @ (Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. }) => c,
+        c @ (Command::Simulate { .. } | Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. }) => c,
     })
 }
 

@@ -13,6 +13,17 @@ pub fn write(
     with_confidence: bool,
     path: &Path,
 ) -> Result<WriteSummary, Box<dyn std::error::Error>> {
+    write_with(t, enrich, with_confidence, None, path)
+}
+
+/// As [`write`], with every row's `source_kind` (the simulator's rows are `Simulated`).
+pub fn write_with(
+    t: &OpTable,
+    enrich: &Enrichment<'_>,
+    with_confidence: bool,
+    source_kind: Option<commlens_core::SourceKind>,
+    path: &Path,
+) -> Result<WriteSummary, Box<dyn std::error::Error>> {
     let n = t.n_ops();
     let (mut algbw, mut busbw, mut eff, mut class, mut conf) =
         (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
@@ -36,7 +47,7 @@ pub fn write(
     if with_confidence {
         extra.push(ExtraColumn { name: "fusion_confidence".into(), values: ExtraValues::F64(conf) });
     }
-    let opts = WriteOptions { extra, ..WriteOptions::default() };
+    let opts = WriteOptions { extra, source_kind, ..WriteOptions::default() };
     // A missing folder is created, as `report` does for its file.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

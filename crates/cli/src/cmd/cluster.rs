@@ -97,7 +97,7 @@ fn preset_list() -> String {
 }
 
 /// A preset, a TOML file or a run.
-fn resolve(what: &Path) -> Result<Cluster, Box<dyn std::error::Error>> {
+pub(crate) fn resolve(what: &Path) -> Result<Cluster, Box<dyn std::error::Error>> {
     let text = what.to_string_lossy();
     if !what.exists() {
         if let Some(c) = preset(&text) {

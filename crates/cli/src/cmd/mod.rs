@@ -8,6 +8,7 @@ pub mod hang;
 pub mod model;
 pub mod predict;
 pub mod report;
+pub mod simulate;
 pub mod stats;
 pub mod topo;
 pub mod trace;
