@@ -198,6 +198,9 @@ enum Command {
         /// Kineto traces of the same job as a Chakra workload: its compute times.
         #[arg(long)]
         kineto: Vec<PathBuf>,
+        /// The trace set to simulate when a Chakra input holds several (e.g. small_chakra).
+        #[arg(long)]
+        trace_set: Option<String>,
         /// SimAI's -nv (NVLink busbw, GB/s): use SimAI 1.6 analytical's busbw rule.
         #[arg(long)]
         simai_nv: Option<f64>,
@@ -332,6 +335,7 @@ fn main() -> ExitCode {
             scale_network,
             kernels,
             kineto,
+            trace_set,
             simai_nv,
             simai_nic,
             simai_nics_per_server,
@@ -348,6 +352,7 @@ fn main() -> ExitCode {
             scale_network,
             kernels: &kernels,
             kineto: &kineto,
+            trace_set: trace_set.as_deref(),
             simai_nv,
             simai_nic,
             simai_nics_per_server,

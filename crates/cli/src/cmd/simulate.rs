@@ -50,6 +50,7 @@ pub struct SimulateArgs<'a> {
     pub scale_network: f64,
     pub kernels: &'a [PathBuf],
     pub kineto: &'a [PathBuf],
+    pub trace_set: Option<&'a str>,
     pub simai_nv: Option<f64>,
     pub simai_nic: Option<f64>,
     pub simai_nics_per_server: u32,
@@ -153,7 +154,10 @@ fn load_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn std::error::E
             w.name = first.display().to_string();
             w
         }
-        WorkloadKind::Chakra => chakra::load_path(first)?,
+        WorkloadKind::Chakra => {
+            let opts = chakra::LoadOptions { world: a.gpus, set: a.trace_set.map(str::to_string) };
+            chakra::load_path_with(first, &opts)?
+        }
         WorkloadKind::Run | WorkloadKind::Auto => replay_run(a.workload)?,
     })
 }

@@ -25,7 +25,8 @@ mod raw;
 mod torch_args;
 
 pub use kineto::{
-    attach_kineto_times, read_measured, LinkReport, MeasuredColl, MeasuredRank, RankLink,
+    attach_kineto_times, attach_kineto_times_with, read_measured, AttachOptions, LinkReport,
+    MeasuredColl, MeasuredRank, RankLink,
 };
 
 use crate::Workload;
@@ -307,7 +308,7 @@ fn assemble(
             return Err(ChakraError::Input {
                 path: shown.to_string(),
                 message: format!(
-                    "holds {} trace sets ({}); choose one with LoadOptions::set",
+                    "holds {} trace sets ({}); choose one by name (`--trace-set NAME` on the command line)",
                     sets.len(),
                     sets.join(", ")
                 ),
