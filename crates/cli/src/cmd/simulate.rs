@@ -71,7 +71,9 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
     let mut w = load_workload(a)?;
     if !a.kineto.is_empty() {
         let paths: Vec<&Path> = a.kineto.iter().map(PathBuf::as_path).collect();
-        let rep = chakra::attach_kineto_times(&mut w, &paths)?;
+        // The ET is the host's program: each op takes its share of the CPU timeline (at least
+        // its GPU time), as a launch-bound step really does.
+        let rep = chakra::attach_kineto_times_with(&mut w, &paths, chakra::AttachOptions { host_time: true })?;
         w.notes.push(format!("compute times from Kineto: {} of the compute tasks measured", rep.measured_tasks()));
     }
     w.validate().map_err(|e| format!("{}: inconsistent workload: {e}", w.name))?;

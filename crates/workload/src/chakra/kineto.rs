@@ -11,6 +11,15 @@
 //! Unlinked tasks share the GPU compute time left over between the same two communication
 //! calls. [`MeasuredRank`] holds the profiler steps and every NCCL kernel in order, with the
 //! collective and bytes of the `nccl:*` record that launched it.
+//!
+//! Host time ([`AttachOptions::host_time`]): GPU time alone is right when the GPU is the
+//! bottleneck, but a launch-bound step (small kernels, Python between ops) spends most of its
+//! time on the CPU, which no task would carry. With the option, a linked task takes the CPU
+//! time from its op's start to the next linked op's start (any thread of the rank: the threads
+//! of one step take turns, the main thread waits inside `backward` while the autograd thread
+//! works), less the time spent blocked in synchronising CUDA calls (stream/device/event
+//! synchronize, memcpy: the wait for the GPU or a peer, which the simulator models through the
+//! task's dependencies), and at least its GPU time.
 
 use super::archive::for_each_member;
 use super::raw::{coll_kind_from_name, dtype_from_torch};
@@ -151,6 +160,13 @@ struct KTrace {
     gpu: HashMap<u64, Gpu>,
     /// Activities with no correlation id (counted in the totals only).
     orphan_gpu: Vec<Gpu>,
+    /// Synchronising CUDA runtime calls (all threads), sorted: (start, end).
+    waits: Vec<(f64, f64)>,
+}
+
+/// A runtime call that blocks the CPU until the GPU (or a peer, through it) is done.
+fn is_blocking_call(name: &str) -> bool {
+    name.ends_with("Synchronize") || name.starts_with("cudaMemcpy") || name.starts_with("cuMemcpy")
 }
 
 fn rank_from_name(name: &str) -> Option<u32> {
@@ -206,6 +222,7 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
         launches: HashMap::new(),
         gpu: HashMap::new(),
         orphan_gpu: Vec::new(),
+        waits: Vec::new(),
     };
     for e in events {
         if text(e.ph.as_ref()) != Some("X") {
@@ -234,6 +251,9 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
                 types: arg("Input type").cloned(),
             }),
             "cuda_runtime" | "cuda_driver" | "runtime" => {
+                if is_blocking_call(&name) && dur > 0.0 {
+                    t.waits.push((ts, ts + dur));
+                }
                 if let Some(c) = corr {
                     t.launches.entry(tid).or_default().push((ts, c));
                 }
@@ -255,6 +275,7 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
     for l in t.launches.values_mut() {
         l.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    t.waits.sort_by(|a, b| a.0.total_cmp(&b.0));
     Ok(Some(t))
 }
 
@@ -395,10 +416,44 @@ fn gpu_time_in(t: &KTrace, tid: &str, ts: f64, end: f64) -> f64 {
         .sum()
 }
 
-/// Sets `time_us` of rank programs' compute tasks from the Kineto traces under `paths`.
+/// Choices for [`attach_kineto_times_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttachOptions {
+    /// A linked task takes its share of the CPU timeline (op start to the next linked op's
+    /// start, less blocking CUDA calls), at least its GPU time; see the module documentation.
+    /// Off: GPU time only.
+    pub host_time: bool,
+}
+
+/// Time in `[a, b)` covered by the sorted, possibly nested or overlapping `spans`.
+fn covered(spans: &[(f64, f64)], a: f64, b: f64) -> f64 {
+    let hi = spans.partition_point(|s| s.0 < b);
+    let mut cover = 0.0;
+    let mut reach = a;
+    for &(s, e) in &spans[..hi] {
+        let (s, e) = (s.max(reach), e.min(b));
+        if e > s {
+            cover += e - s;
+            reach = e;
+        }
+    }
+    cover
+}
+
+/// Sets `time_us` of rank programs' compute tasks from the Kineto traces under `paths`
+/// (GPU time; [`attach_kineto_times_with`] for host time).
 /// Ranks are matched by `distributedInfo.rank` (or `workerN`/`rankN` in the file name); a
 /// program shared by several ranks takes the times of its lowest rank with a trace.
 pub fn attach_kineto_times(w: &mut Workload, paths: &[&Path]) -> Result<LinkReport, ChakraError> {
+    attach_kineto_times_with(w, paths, AttachOptions::default())
+}
+
+/// [`attach_kineto_times`] with options.
+pub fn attach_kineto_times_with(
+    w: &mut Workload,
+    paths: &[&Path],
+    opts: AttachOptions,
+) -> Result<LinkReport, ChakraError> {
     let traces = read_all(paths)?;
     let mut report = LinkReport::default();
     let mut done = vec![false; w.programs.len()];
@@ -415,14 +470,14 @@ pub fn attach_kineto_times(w: &mut Workload, paths: &[&Path]) -> Result<LinkRepo
         if std::mem::replace(&mut done[pi], true) {
             continue;
         }
-        let (link, note) = link_rank(t, &mut w.programs[pi]);
+        let (link, note) = link_rank(t, &mut w.programs[pi], opts);
         report.ranks.push(link);
         report.notes.extend(note);
     }
     Ok(report)
 }
 
-fn link_rank(t: &KTrace, p: &mut crate::Program) -> (RankLink, Option<String>) {
+fn link_rank(t: &KTrace, p: &mut crate::Program, opts: AttachOptions) -> (RankLink, Option<String>) {
     const BACK: usize = 256;
     const AHEAD: usize = 2048;
     let mut link = RankLink {
@@ -434,6 +489,7 @@ fn link_rank(t: &KTrace, p: &mut crate::Program) -> (RankLink, Option<String>) {
     // Segment (number of communication calls before) of each task and of each linked op.
     let mut seg_of_task = Vec::with_capacity(p.tasks.len());
     let mut matched: Vec<Option<usize>> = vec![None; p.tasks.len()];
+    let mut gpu_of: Vec<f64> = vec![0.0; p.tasks.len()];
     let mut seg = 0usize;
     for (ti, task) in p.tasks.iter_mut().enumerate() {
         seg_of_task.push(seg);
@@ -463,7 +519,8 @@ fn link_rank(t: &KTrace, p: &mut crate::Program) -> (RankLink, Option<String>) {
             }
         }
         last = k;
-        c.time_us = Some(gpu_time_in(t, &op.tid, op.ts, op.end));
+        gpu_of[ti] = gpu_time_in(t, &op.tid, op.ts, op.end);
+        c.time_us = Some(gpu_of[ti]);
         matched[ti] = Some(k);
         link.linked += 1;
     }
@@ -505,7 +562,7 @@ fn link_rank(t: &KTrace, p: &mut crate::Program) -> (RankLink, Option<String>) {
     for (ti, task) in p.tasks.iter().enumerate() {
         let s = if same { seg_of_task[ti] } else { 0 };
         match (&task.work, matched[ti]) {
-            (Work::Compute(c), Some(_)) => total[s] -= c.time_us.unwrap_or(0.0),
+            (Work::Compute(_), Some(_)) => total[s] -= gpu_of[ti],
             (Work::Compute(_), None) => want[s] += 1,
             _ => {}
         }
@@ -521,5 +578,26 @@ fn link_rank(t: &KTrace, p: &mut crate::Program) -> (RankLink, Option<String>) {
             }
         }
     }
+    if opts.host_time {
+        host_times(t, p, &matched, &gpu_of);
+    }
     (link, note)
+}
+
+/// Linked tasks' host time (see [`AttachOptions::host_time`]).
+fn host_times(t: &KTrace, p: &mut crate::Program, matched: &[Option<usize>], gpu_of: &[f64]) {
+    let mut by_start: Vec<(f64, usize)> = matched
+        .iter()
+        .enumerate()
+        .filter_map(|(ti, k)| k.map(|k| (t.ops[k].ts, ti)))
+        .collect();
+    by_start.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (i, &(ts, ti)) in by_start.iter().enumerate() {
+        let op = &t.ops[matched[ti].expect("matched")];
+        let end = by_start.get(i + 1).map_or(op.end, |n| n.0).max(ts);
+        let cpu = (end - ts) - covered(&t.waits, ts, end);
+        if let Work::Compute(c) = &mut p.tasks[ti].work {
+            c.time_us = Some(cpu.max(gpu_of[ti]).max(0.0));
+        }
+    }
 }
