@@ -12,8 +12,10 @@ fn simulate(args: &[&str]) -> common::Run {
     run_limited(commlens_cmd(&[&["simulate"], args].concat()), 300, "commlens simulate")
 }
 
-/// Per communicator (sorted member ranks) → (ops, bytes), from `commlens stats --format json`.
-fn comm_volumes(input: &Path) -> BTreeMap<Vec<u64>, (u64, u64)> {
+/// Per communicator (sorted member ranks, operation kinds) → (ops, bytes), from
+/// `commlens stats --format json` (two communicators may hold the same ranks: PP and
+/// embedding of a 2-stage pipeline).
+fn comm_volumes(input: &Path) -> BTreeMap<(Vec<u64>, String), (u64, u64)> {
     let r = run_limited(commlens_cmd(&["stats", "--format", "json", input.to_str().unwrap()]), 120, "stats");
     assert_eq!(r.code, 0, "stats {}: {}", input.display(), r.err);
     let v: serde_json::Value = serde_json::from_str(&r.out).unwrap();
@@ -21,7 +23,9 @@ fn comm_volumes(input: &Path) -> BTreeMap<Vec<u64>, (u64, u64)> {
     for c in v["stats"]["comms"].as_array().unwrap() {
         let mut ranks: Vec<u64> = c["global_ranks"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
         ranks.sort();
-        m.insert(ranks, (c["ops"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()));
+        let mut kinds: Vec<&str> = c["mix"].as_array().unwrap().iter().map(|x| x[0].as_str().unwrap()).collect();
+        kinds.sort();
+        m.insert((ranks, kinds.join("+")), (c["ops"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()));
     }
     m
 }
@@ -54,7 +58,7 @@ fn demo_configuration_simulates_to_the_generated_volumes_and_diffs() {
     let mut same = 0;
     for (ranks, m) in &measured {
         let s = simulated.get(ranks).unwrap_or_else(|| panic!("communicator {ranks:?} not simulated"));
-        if ranks.len() == 4 {
+        if ranks.0.len() == 4 {
             // World: the generator's 4 lifecycle calls per rank (start-up barrier, start-time
             // AllReduce, barrier; shutdown barrier) are in the generated logs only.
             assert_eq!(m.0 - s.0, 4 * 4, "world ops {m:?} vs {s:?}");
@@ -147,7 +151,7 @@ fn chakra_traces_simulate() {
     let v: serde_json::Value = serde_json::from_str(&r.out).unwrap();
     assert_eq!(v["world"], 8);
     let vols = comm_volumes(&dir.join("simulated.parquet"));
-    assert_eq!(vols.get(&(0..8).collect::<Vec<u64>>()), Some(&(8, 8 << 20)), "{vols:?}");
+    assert_eq!(vols.get(&((0..8).collect::<Vec<u64>>(), "AllReduce".to_string())), Some(&(8, 8 << 20)), "{vols:?}");
     let arch = real.join("chakra-tests-data-json_trace.tar.gz");
     let r = simulate(&[arch.to_str().unwrap(), "-o", dir.join("a").to_str().unwrap()]);
     assert_ne!(r.code, 0);
