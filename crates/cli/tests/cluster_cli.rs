@@ -36,7 +36,7 @@ fn list_names_every_preset() {
     let out = ok(&["cluster", "list"]);
     let names = [
         "dgx-v100", "dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "gb200-nvl72", "gh200-slingshot", "pcie-a100",
-        "rtx4090-pcie", "rtx3090-pcie", "a3-mega",
+        "rtx4090-pcie", "rtx3090-pcie", "a3-mega", "hgx-h20",
     ];
     for n in names {
         assert!(out.lines().any(|l| l.starts_with(n)), "{n} missing:\n{out}");

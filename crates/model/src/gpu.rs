@@ -21,7 +21,10 @@
 //! 3090: 35.6 FP32/TF32, 71 BF16; A40: 37.4, 74.8, 149.7); AMD Instinct
 //! MI250X data sheet (47.9 FP32 vector, 95.7 FP32 matrix, 383 BF16, 3.2768
 //! TB/s; no TF32 or FP8) and MI300X data sheet (163.4 FP32, 653.7 TF32,
-//! 1307.4 BF16, 2614.9 FP8, 5.3 TB/s).
+//! 1307.4 BF16, 2614.9 FP8, 5.3 TB/s). H20 (Hopper for the Chinese market;
+//! NVIDIA's HGX H20 product brief as reported): 148 BF16 dense, 296 FP8, 74
+//! TF32, 44 FP32, 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s bidirectional
+//! (18 × 25 GB/s per direction, like the H100), PCIe gen5.
 
 use serde::Serialize;
 
@@ -139,6 +142,7 @@ pub const GPUS: &[GpuSpec] = &[
     GpuSpec { name: "A100-PCIe", sm: 80, nvlink_links: 0, nvlink_gb_s_per_link: 25.0, nccl_nvlink_bw: 20.0, pcie_gen: 4, memory_gib: 80.0, peak_tflops_bf16: 312.0, hbm_gb_s: 1935.0, peak_tflops_fp32: 19.5, peak_tflops_tf32: 156.0, peak_tflops_fp8: 0.0 },
     GpuSpec { name: "H100", sm: 90, nvlink_links: 18, nvlink_gb_s_per_link: 25.0, nccl_nvlink_bw: 20.6, pcie_gen: 5, memory_gib: 80.0, peak_tflops_bf16: 989.0, hbm_gb_s: 3350.0, peak_tflops_fp32: 67.0, peak_tflops_tf32: 494.5, peak_tflops_fp8: 1979.0 },
     GpuSpec { name: "H200", sm: 90, nvlink_links: 18, nvlink_gb_s_per_link: 25.0, nccl_nvlink_bw: 20.6, pcie_gen: 5, memory_gib: 141.0, peak_tflops_bf16: 989.0, hbm_gb_s: 4800.0, peak_tflops_fp32: 67.0, peak_tflops_tf32: 494.5, peak_tflops_fp8: 1979.0 },
+    GpuSpec { name: "H20", sm: 90, nvlink_links: 18, nvlink_gb_s_per_link: 25.0, nccl_nvlink_bw: 20.6, pcie_gen: 5, memory_gib: 96.0, peak_tflops_bf16: 148.0, hbm_gb_s: 4000.0, peak_tflops_fp32: 44.0, peak_tflops_tf32: 74.0, peak_tflops_fp8: 296.0 },
     GpuSpec { name: "GH200", sm: 90, nvlink_links: 18, nvlink_gb_s_per_link: 25.0, nccl_nvlink_bw: 20.6, pcie_gen: 5, memory_gib: 96.0, peak_tflops_bf16: 989.0, hbm_gb_s: 4000.0, peak_tflops_fp32: 67.0, peak_tflops_tf32: 494.5, peak_tflops_fp8: 1979.0 },
     GpuSpec { name: "B200", sm: 100, nvlink_links: 18, nvlink_gb_s_per_link: 50.0, nccl_nvlink_bw: 40.1, pcie_gen: 6, memory_gib: 180.0, peak_tflops_bf16: 2250.0, hbm_gb_s: 8000.0, peak_tflops_fp32: 75.0, peak_tflops_tf32: 1125.0, peak_tflops_fp8: 4500.0 },
     GpuSpec { name: "GB200", sm: 100, nvlink_links: 18, nvlink_gb_s_per_link: 50.0, nccl_nvlink_bw: 40.1, pcie_gen: 6, memory_gib: 186.0, peak_tflops_bf16: 2500.0, hbm_gb_s: 8000.0, peak_tflops_fp32: 80.0, peak_tflops_tf32: 1250.0, peak_tflops_fp8: 5000.0 },
@@ -190,6 +194,8 @@ mod tests {
         assert_eq!(gpu_by_name("NVIDIA A100-SXM4-80GB").unwrap().name, "A100");
         assert_eq!(gpu_by_name("NVIDIA GH200 120GB").unwrap().name, "GH200");
         assert_eq!(gpu_by_name("h200").unwrap().name, "H200");
+        assert_eq!(gpu_by_name("NVIDIA H20").unwrap().name, "H20");
+        assert_eq!(gpu_by_name("NVIDIA H200 141GB HBM3e").unwrap().name, "H200");
         assert!(gpu_by_name("Radeon 7").is_none());
     }
 

@@ -1,6 +1,10 @@
 //! Named clusters as vendors ship them. Each states its GPUs, intra-node
 //! fabric, NICs (count × line rate, overridable with `--nic`), network and
 //! CPU; figures are the vendors' published nominal rates.
+//!
+//! `hgx-h20` (8x H20, NVSwitch gen3 + NVLS, 8x 200G RoCE by default, as SimAI's H20
+//! design study chose 200 Gbit/s per GPU) resolves by name but is not yet in [`PRESETS`],
+//! whose length the CLI's `cluster list` test pins; listing it is a one-line change there.
 
 use crate::cluster::{
     Cluster, CpuVendor, Efficiency, IntraFabric, IntraNode, NetTech, Network, NetworkShape, Nics,
@@ -20,6 +24,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("rtx4090-pcie", "8x GeForce RTX 4090 on PCIe gen4 (no NVLink, no P2P through the root complex), 2 sockets, 1x 100G Ethernet"),
     ("rtx3090-pcie", "8x GeForce RTX 3090 on PCIe gen4, 2 sockets, 1x 100G Ethernet"),
     ("a3-mega", "Google Cloud A3 Mega: 8x H100 (NVSwitch), 8x 200G GPUDirect-TCPXO, 2x Intel Xeon"),
+    ("hgx-h20", "HGX H20: 8x H20 (NVSwitch gen3 + NVLS, 900 GB/s bidirectional), 8x 200G RoCE (SimAI's H20 design)"),
 ];
 
 struct Spec {
@@ -94,6 +99,11 @@ pub fn preset(name: &str) -> Option<Cluster> {
             nvlink_domain: 1, sockets: 2, sys_gb_s: 10.0, nics: 1, gbit: 100.0, tech: NetTech::Socket,
             rail_aligned: false, shape: NetworkShape::SpineLeaf, nodes_per_leaf: 16, cpu: CpuVendor::Intel,
         },
+        "hgx-h20" => Spec {
+            gpu: "H20", gpus_per_node: 8, fabric: IntraFabric::NvSwitch, nvlink_gb_s: None, nvls: true,
+            nvlink_domain: 8, sockets: 2, sys_gb_s: 22.0, nics: 8, gbit: 200.0, tech: NetTech::RoCE,
+            rail_aligned: true, shape: NetworkShape::RailFatTree, nodes_per_leaf: 32, cpu: CpuVendor::Intel,
+        },
         "a3-mega" => Spec {
             gpu: "H100", gpus_per_node: 8, fabric: IntraFabric::NvSwitch, nvlink_gb_s: None, nvls: true,
             nvlink_domain: 8, sockets: 2, sys_gb_s: 22.0, nics: 8, gbit: 200.0, tech: NetTech::Tcpx,
@@ -109,6 +119,7 @@ pub fn preset(name: &str) -> Option<Cluster> {
         .unwrap_or(match key.as_str() {
             "dgx1" | "dgx-1" => "dgx-v100",
             "alps" => "gh200-slingshot",
+            "hgx-h20" => "hgx-h20",
             _ => "preset",
         });
     Some(Cluster {
@@ -148,6 +159,7 @@ pub fn preset_for_gpu(gpu_name: &str) -> Option<&'static str> {
         "A100-PCIe" => "pcie-a100",
         "H100" => "dgx-h100",
         "H200" => "hgx-h200",
+        "H20" => "hgx-h20",
         "B200" => "hgx-b200",
         "GB200" => "gb200-nvl72",
         "GH200" => "gh200-slingshot",
@@ -171,6 +183,17 @@ mod tests {
             assert!(c.gpus_per_node >= 4);
         }
         assert!(preset("nope").is_none());
+    }
+
+    #[test]
+    fn hgx_h20_builds_and_takes_other_nics() {
+        let mut c = preset("hgx-h20").unwrap();
+        assert_eq!((c.name.as_str(), c.gpu.name, c.gpus_per_node), ("hgx-h20", "H20", 8));
+        assert_eq!((c.nics.per_node, c.nics.gbit_s), (8, 200.0));
+        assert_eq!(c.intra.nvlink_gb_s, 450.0);
+        c.set_nics("8x400g").unwrap();
+        assert_eq!(c.nics.gbit_s, 400.0);
+        assert_eq!(preset_for_gpu("NVIDIA H20"), Some("hgx-h20"));
     }
 
     #[test]

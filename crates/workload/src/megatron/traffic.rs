@@ -25,6 +25,11 @@
 //!   optimizer's bf16 `AllGather` of the updated shards; [`Work::IterationEnd`].
 //! - Experts: see `moe`. The TP collectives of an MoE layer are kept as in a dense layer.
 //!
+//! With [`ProgramOptions::overlap_grad_reduce`] (opt-in; off for `commlens-synth`) the DP
+//! bucket reductions move to `Stream::Comm(0)` and start during the last microbatch's backward
+//! pass as soon as their bucket's gradients exist (Megatron's `--overlap-grad-reduce`); the
+//! first task after the backward passes (`finish_grad_sync`) waits for all of them.
+//!
 //! Buffer tags (`CollCall::tag`) name the allocation a call uses, so a generator gives the
 //! same buffer the same address: `0x1000 + 16·layer` forward, `0x2000 + 16·layer` backward,
 //! `0x100` batch, `0x200` embedding, `0x300` loss, `0x400` output layer, `0x500` p2p, `0x600`
@@ -33,7 +38,7 @@
 
 use super::params::{expert_grad_buckets, grad_buckets, layernorm_params, shard, stage_params};
 use super::schedule::{stage_schedule, Action, P2pOp};
-use super::Config;
+use super::{Config, ProgramOptions};
 use crate::{CollCall, Compute, ComputeKind, GroupKind, GroupSel, P2pCall, Peer, Phase, Stream, Task, Work};
 use commlens_core::{DataType, OpKind, RedOp};
 
@@ -70,11 +75,76 @@ pub(crate) struct Builder<'a> {
     pub iter: usize,
     pub phase: Phase,
     pub tasks: Vec<Task>,
+    pub opts: ProgramOptions,
+    /// Overlapped gradient reduction of the current iteration (last microbatch's backward).
+    release: Option<Release>,
+    /// Index of the latest compute task (what a gradient hook fires after).
+    last_compute: u32,
+    /// Tasks the next task pushed must wait for (the overlapped DP reductions).
+    wait_for: Vec<u32>,
+}
+
+/// Buckets of an overlapped gradient reduction, released as backward steps finish.
+struct Release {
+    buckets: Vec<u64>,
+    next: usize,
+    /// Parameters whose gradients are complete.
+    done: u64,
+    /// Parameters of buckets `0..next`.
+    emitted: u64,
+    tasks: Vec<u32>,
 }
 
 impl<'a> Builder<'a> {
-    pub fn new(cfg: &'a Config, stage: usize, ep: Option<EpPos>) -> Self {
-        Builder { cfg, stage, ep, iter: 0, phase: Phase::Forward, tasks: Vec::new() }
+    pub fn new(cfg: &'a Config, stage: usize, ep: Option<EpPos>, opts: ProgramOptions) -> Self {
+        Builder {
+            cfg,
+            stage,
+            ep,
+            iter: 0,
+            phase: Phase::Forward,
+            tasks: Vec::new(),
+            opts,
+            release: None,
+            last_compute: 0,
+            wait_for: Vec::new(),
+        }
+    }
+
+    /// Whether DP buckets are reduced during the backward pass (dense, plain schedules).
+    fn overlapping(&self) -> bool {
+        let c = self.cfg;
+        self.opts.overlap_grad_reduce && c.virtual_stages <= 1 && c.num_experts == 0 && c.dp > 1
+    }
+
+    /// Gradients of `params` more parameters are complete: reduce every bucket now full.
+    fn release_grads(&mut self, params: u64) {
+        let Some(mut r) = self.release.take() else { return };
+        r.done += params;
+        while r.next < r.buckets.len() && r.emitted + r.buckets[r.next] <= r.done {
+            let b = r.buckets[r.next];
+            let call = if self.cfg.distributed_optimizer {
+                let s = shard(self.cfg.dp as u64, b);
+                (OpKind::ReduceScatter, s)
+            } else {
+                (OpKind::AllReduce, b)
+            };
+            let cc = CollCall {
+                group: GroupSel::of(GroupKind::Dp),
+                kind: call.0,
+                count: call.1,
+                dtype: DataType::Float32,
+                redop: Some(RedOp::Sum),
+                root: 0,
+                sync: false,
+                tag: 0x600 + r.next as u64,
+            };
+            r.tasks.push(self.tasks.len() as u32);
+            self.tasks.push(Task { stream: Stream::Comm(0), deps: vec![self.last_compute], phase: Phase::WeightGrad, work: Work::Coll(cc) });
+            r.emitted += b;
+            r.next += 1;
+        }
+        self.release = Some(r);
     }
 
     /// Whether a rank of this configuration belongs to a group of `kind` (groups of one rank
@@ -103,11 +173,13 @@ impl<'a> Builder<'a> {
     }
 
     fn push(&mut self, work: Work) {
-        self.tasks.push(Task { stream: Stream::Compute, deps: Vec::new(), phase: self.phase, work });
+        let deps = std::mem::take(&mut self.wait_for);
+        self.tasks.push(Task { stream: Stream::Compute, deps, phase: self.phase, work });
     }
 
     pub fn compute(&mut self, name: &str, kind: ComputeKind, flops: f64) {
         let c = Compute { name: name.to_string(), kind, flops, mem_bytes: 0.0, time_us: None };
+        self.last_compute = self.tasks.len() as u32;
         self.push(Work::Compute(c));
     }
 
@@ -129,6 +201,25 @@ impl<'a> Builder<'a> {
         let c = self.cfg;
         let (b, s, h) = (c.micro_batch as f64, c.seq_len as f64, c.hidden as f64);
         (24.0 * b * s * h * h + 4.0 * b * s * s * h) / c.tp as f64
+    }
+
+    /// Forward FLOPs of one layer's attention and MLP sublayers on this rank. Default: a GPT
+    /// layer (`24·b·s·h² + 4·b·s²·h` over TP, split one third / two thirds); with
+    /// [`ProgramOptions::shape`] the projections and MLP matrices are scaled to the model's
+    /// (grouped-query attention, gated or wider MLP) and the score/value products stay in
+    /// attention.
+    fn sublayer_flops(&self) -> (f64, f64) {
+        let lf = self.layer_flops();
+        match self.opts.shape {
+            None => (lf / 3.0, lf * 2.0 / 3.0),
+            Some(sh) => {
+                let c = self.cfg;
+                let (b, s, h, tp) = (c.micro_batch as f64, c.seq_len as f64, c.hidden as f64, c.tp as f64);
+                let attn = (8.0 * b * s * h * h * sh.attn_proj_scale + 4.0 * b * s * s * h) / tp;
+                let mlp = 16.0 * b * s * h * h * sh.mlp_scale / tp;
+                (attn, mlp)
+            }
+        }
     }
 
     /// Model chunk `k` of this rank's stage (the whole stage without virtual stages).
@@ -183,12 +274,12 @@ impl<'a> Builder<'a> {
                 self.coll(GroupKind::Tp, OpKind::AllReduce, act, DataType::Bfloat16, Some(RedOp::Sum), 0x200 + odd);
             }
         }
-        let lf = self.layer_flops();
+        let (af, mf) = self.sublayer_flops();
         for k in 0..ch.layers {
             let tag = 0x1000 + (ch.local0 + k) as u64 * 16;
             let moe = c.is_moe_layer(ch.global0 + k).then_some(ch.global0 + k);
-            self.sublayer(true, tag, mb, ("attention fwd", ComputeKind::Attention, lf / 3.0), None);
-            self.sublayer(true, tag + 2, mb, ("mlp fwd", ComputeKind::Gemm, lf * 2.0 / 3.0), moe);
+            self.sublayer(true, tag, mb, ("attention fwd", ComputeKind::Attention, af), None);
+            self.sublayer(true, tag + 2, mb, ("mlp fwd", ComputeKind::Gemm, mf), moe);
         }
         if ch.last {
             let logits = 2.0 * act as f64 * c.vocab as f64 / c.tp as f64;
@@ -255,13 +346,22 @@ impl<'a> Builder<'a> {
                 self.coll(GroupKind::Tp, OpKind::AllReduce, act, DataType::Bfloat16, Some(RedOp::Sum), 0x400 + odd);
             }
         }
-        let lf = self.layer_flops();
+        let (af, mf) = self.sublayer_flops();
+        let h = c.hidden as u64;
+        let tp = c.tp as u64;
+        if ch.last {
+            // Final layer norm and (pp > 1) the output layer's copy of the embeddings.
+            let tied = if c.pp > 1 { c.vocab as u64 / tp * h } else { 0 };
+            self.release_grads(2 * h + tied);
+        }
         for k in (0..ch.layers).rev() {
             let tag = 0x2000 + (ch.local0 + k) as u64 * 16;
             // The MLP's backward runs first.
             let moe = c.is_moe_layer(ch.global0 + k).then_some(ch.global0 + k);
-            self.sublayer(false, tag, mb, ("mlp bwd", ComputeKind::Gemm, lf * 4.0 / 3.0), moe);
-            self.sublayer(false, tag + 2, mb, ("attention bwd", ComputeKind::Attention, lf * 2.0 / 3.0), None);
+            self.sublayer(false, tag, mb, ("mlp bwd", ComputeKind::Gemm, mf * 2.0), moe);
+            self.release_grads(8 * h * h / tp + 4 * h / tp + h);
+            self.sublayer(false, tag + 2, mb, ("attention bwd", ComputeKind::Attention, af * 2.0), None);
+            self.release_grads(5 * h + 4 * h * h / tp + 3 * h / tp);
         }
         if ch.first {
             if sp {
@@ -269,6 +369,7 @@ impl<'a> Builder<'a> {
                 self.sp_coll(OpKind::AllGather, 0x204 + odd);
             }
             self.compute("embedding bwd", ComputeKind::Embedding, 2.0 * act as f64);
+            self.release_grads(c.vocab as u64 / tp * h + c.seq_len as u64 * h);
         }
     }
 
@@ -291,10 +392,17 @@ impl<'a> Builder<'a> {
     /// The forward and backward passes of one iteration, in schedule order.
     fn passes(&mut self) {
         let c = self.cfg;
+        let last_mb = c.num_microbatches - 1;
         for a in stage_schedule(c.schedule, c.pp, self.stage, c.virtual_stages.max(1), c.num_microbatches) {
             match a {
                 Action::Forward { chunk, mb } => self.forward(mb, self.chunk(chunk)),
-                Action::Backward { chunk, mb } => self.backward(mb, self.chunk(chunk)),
+                Action::Backward { chunk, mb } => {
+                    if mb == last_mb && self.overlapping() {
+                        let buckets = grad_buckets(c, self.stage);
+                        self.release = Some(Release { buckets, next: 0, done: 0, emitted: 0, tasks: Vec::new() });
+                    }
+                    self.backward(mb, self.chunk(chunk));
+                }
                 Action::P2p { ops, mb } => self.pipeline_p2p(&ops, mb),
             }
         }
@@ -342,7 +450,17 @@ impl<'a> Builder<'a> {
             self.iter = it;
             self.passes();
             self.phase = Phase::WeightGrad;
-            self.grad_sync(GroupKind::Dp, c.dp, &dense, 0x600);
+            if let Some(r) = self.release.take() {
+                // Buckets not yet released (none when the parameter walk matches) go now;
+                // what follows on the compute stream waits for every reduction.
+                let rest = r.buckets[r.next..].iter().sum::<u64>();
+                self.release = Some(r);
+                self.release_grads(rest.max(1));
+                let r = self.release.take().expect("set above");
+                self.wait_for = r.tasks;
+            } else {
+                self.grad_sync(GroupKind::Dp, c.dp, &dense, 0x600);
+            }
             self.grad_sync(GroupKind::DpEp, edp, &expert, 0x640);
             if c.sequence_parallel {
                 let n = layernorm_params(c, stage);
