@@ -337,10 +337,17 @@ impl Workload {
                 return Err(format!("group {} ({}) holds rank {r} of a {}-rank job", gi, g.name, self.world));
             }
         }
+        // Every (rank, group) pair the groups hold, sorted: membership is checked by binary
+        // search, so a 100,000-rank world group costs n log n, not n².
+        let mut held: Vec<(u32, u32)> = Vec::with_capacity(self.groups.iter().map(|g| g.ranks.len()).sum());
+        for (gi, g) in self.groups.iter().enumerate() {
+            held.extend(g.ranks.iter().map(|&r| (r, gi as u32)));
+        }
+        held.sort_unstable();
         for (r, gs) in self.membership.iter().enumerate() {
             for g in gs {
                 let grp = self.groups.get(g.0 as usize).ok_or_else(|| format!("rank {r} in missing group {}", g.0))?;
-                if !grp.ranks.contains(&(r as u32)) {
+                if held.binary_search(&(r as u32, g.0)).is_err() {
                     return Err(format!("rank {r} listed in group {} ({}) that does not hold it", g.0, grp.name));
                 }
             }
