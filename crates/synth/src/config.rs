@@ -221,54 +221,17 @@ impl RunConfig {
         self.num_experts > 0 && layer % self.moe_layer_freq.max(1) == 0
     }
 
-    /// Checks the parallelism variants (sequence parallelism, virtual stages, experts).
-    fn validate_variants(&self) -> Result<(), ConfigError> {
-        let v = self.virtual_stages;
-        if v == 0 || self.ep == 0 || self.moe_layer_freq == 0 {
-            return Err(ConfigError("virtual_stages, ep and moe_layer_freq must be at least 1".into()));
-        }
-        if v > 1 {
-            // Megatron's interleaved schedule: pp > 1, microbatches in whole groups of pp.
-            if self.pp < 2 || self.num_microbatches % self.pp != 0 || self.layers % (self.pp * v) != 0 {
-                return Err(ConfigError(format!(
-                    "virtual_stages {v} needs pp >= 2, num_microbatches divisible by pp and layers divisible by pp * virtual_stages"
-                )));
-            }
-        }
-        if self.ep > 1 && (self.dp % self.ep != 0 || self.num_experts == 0) {
-            return Err(ConfigError(format!("ep {} must divide dp {} and needs num_experts > 0", self.ep, self.dp)));
-        }
-        if self.num_experts > 0
-            && (self.num_experts % self.ep != 0 || self.moe_topk == 0 || self.moe_topk > self.num_experts)
-        {
-            return Err(ConfigError("num_experts must be divisible by ep, 1 <= moe_topk <= num_experts".into()));
-        }
-        if self.sequence_parallel && self.seq_len % self.tp != 0 {
-            return Err(ConfigError("sequence_parallel needs seq_len divisible by tp".into()));
-        }
-        Ok(())
-    }
-
     /// Checks the configuration; [`crate::generate`] panics on what this rejects.
     pub fn validate(&self) -> Result<NcclVersion, ConfigError> {
-        let positive = [
-            ("tp", self.tp),
-            ("pp", self.pp),
-            ("dp", self.dp),
-            ("gpus_per_node", self.gpus_per_node),
-            ("layers", self.layers),
-            ("hidden", self.hidden),
-            ("seq_len", self.seq_len),
-            ("micro_batch", self.micro_batch),
-            ("num_microbatches", self.num_microbatches),
-            ("vocab", self.vocab),
-            ("nccl_channels", self.nccl_channels),
-        ];
-        for (name, v) in positive {
+        for (name, v) in [("gpus_per_node", self.gpus_per_node), ("nccl_channels", self.nccl_channels)] {
             if v == 0 {
                 return Err(ConfigError(format!("{name} must be at least 1")));
             }
         }
+        // The model and parallel layout: positive sizes, layers per stage, tp divisibility and
+        // the variants (virtual stages, experts, sequence parallelism), as the program builder
+        // checks them.
+        self.program_config().validate().map_err(|e| ConfigError(e.0))?;
         if self.world() > 4096 {
             return Err(ConfigError(format!(
                 "world size {} exceeds 4096",
@@ -281,17 +244,6 @@ impl RunConfig {
         if self.nccl_channels > 32 {
             return Err(ConfigError("nccl_channels must be at most 32".into()));
         }
-        if self.layers % self.pp != 0 {
-            return Err(ConfigError(format!(
-                "layers ({}) must be divisible by pp ({})",
-                self.layers, self.pp
-            )));
-        }
-        if self.hidden % self.tp != 0 || self.vocab % self.tp != 0 {
-            return Err(ConfigError(
-                "hidden and vocab must be divisible by tp".into(),
-            ));
-        }
         if self.broken_lines > 0 && !self.interleave {
             return Err(ConfigError("broken_lines needs interleave = true".into()));
         }
@@ -300,7 +252,6 @@ impl RunConfig {
                 "host_prefix must be non-empty, without ':', ' ' or '/'".into(),
             ));
         }
-        self.validate_variants()?;
         cuda_driver_version(&self.cuda_version)?;
         parse_version(&self.nccl_version)
     }

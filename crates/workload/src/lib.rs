@@ -10,6 +10,7 @@
 //! | `megatron` | Megatron-LM (TP, SP, PP 1F1B/interleaved, DP buckets, distributed optimizer, EP) from a configuration or `model.conf`; the volumes its programs move |
 
 pub mod aicb;
+pub mod archive;
 pub mod chakra;
 pub mod megatron;
 pub mod models;

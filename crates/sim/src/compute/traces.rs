@@ -5,14 +5,14 @@
 //! name; this module only picks the compute kernels (`KernelClass::Computation`: no memcpy,
 //! memset, sync or communication kernels), converts ns to µs, and opens the containers traces
 //! come in: folders, gzip, and tar archives (the PARAM DLRM set ships one rank per member).
-//! Tar is read here (ustar, GNU long names, pax `path`), since no tar crate is in the workspace
-//! and the format is a sequence of 512-byte headers.
+//! Tar and gzip are read by `commlens_workload::archive`, the project's one tar reader.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use commlens_ingest::kineto::{read_kineto, KernelClass, KernelTrace, TraceOptions};
+use commlens_workload::archive::{for_each_tar_member, is_gzip, is_tar_header, open_maybe_gzip, TarError};
 
 /// What the traces gave.
 pub(super) struct Samples {
@@ -96,10 +96,6 @@ fn head(path: &Path, n: usize) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn is_tar_header(b: &[u8]) -> bool {
-    b.len() >= 263 && &b[257..262] == b"ustar"
-}
-
 fn read_file(path: &Path, acc: &mut Acc) -> Result<(), String> {
     let name = path.display().to_string();
     let h = head(path, 512).map_err(|e| format!("{name}: {e}"))?;
@@ -110,22 +106,23 @@ fn read_file(path: &Path, acc: &mut Acc) -> Result<(), String> {
         }
         return Ok(());
     }
-    let file = File::open(path).map_err(|e| format!("{name}: {e}"))?;
-    if h.starts_with(&[0x1f, 0x8b]) {
+    if is_gzip(&h) {
         // gzip: a tar inside, or one gzipped JSON trace.
-        let mut inner = [0u8; 512];
-        let mut gz = flate2::read::MultiGzDecoder::new(File::open(path).map_err(|e| format!("{name}: {e}"))?);
-        let got = read_up_to(&mut gz, &mut inner).map_err(|e| format!("{name}: {e}"))?;
-        if is_tar_header(&inner[..got]) {
-            let gz = flate2::read::MultiGzDecoder::new(BufReader::new(file));
-            return read_tar(gz, &name, acc);
+        let mut gz = open_maybe_gzip(path).map_err(|e| format!("{name}: {e}"))?;
+        let mut inner = Vec::with_capacity(512);
+        (&mut gz).take(512).read_to_end(&mut inner).map_err(|e| format!("{name}: {e}"))?;
+        if is_tar_header(&inner) {
+            read_tar(std::io::Cursor::new(inner).chain(gz), &name, acc);
+            return Ok(());
         }
     } else if is_tar_header(&h) {
-        return read_tar(BufReader::new(file), &name, acc);
+        read_tar(BufReader::new(File::open(path).map_err(|e| format!("{name}: {e}"))?), &name, acc);
+        return Ok(());
     } else if h.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         acc.notes.push(format!("{name}: passed over (not a trace)"));
         return Ok(());
     }
+    let file = File::open(path).map_err(|e| format!("{name}: {e}"))?;
     match read_kineto(file, &name, &opts()) {
         Ok(t) => acc.take(&t),
         Err(e) => acc.notes.push(format!("{name}: passed over ({e})")),
@@ -133,77 +130,11 @@ fn read_file(path: &Path, acc: &mut Acc) -> Result<(), String> {
     Ok(())
 }
 
-fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..])? {
-            0 => break,
-            n => got += n,
-        }
-    }
-    Ok(got)
-}
-
-/// A tar header's octal (or GNU base-256) number field.
-fn tar_number(f: &[u8]) -> u64 {
-    if f.first().is_some_and(|&b| b & 0x80 != 0) {
-        return f[1..].iter().fold(0u64, |a, &b| a.saturating_mul(256).saturating_add(b as u64));
-    }
-    f.iter()
-        .skip_while(|b| **b == b' ')
-        .take_while(|b| (b'0'..=b'7').contains(b))
-        .fold(0u64, |a, &b| a.saturating_mul(8).saturating_add((b - b'0') as u64))
-}
-
-fn cstr(f: &[u8]) -> String {
-    let end = f.iter().position(|&b| b == 0).unwrap_or(f.len());
-    String::from_utf8_lossy(&f[..end]).into_owned()
-}
-
-/// Reads the members of a tar stream; each regular member whose name ends in `.json` or
-/// `.json.gz` is read as a Kineto trace.
-fn read_tar<R: Read>(mut r: R, label: &str, acc: &mut Acc) -> Result<(), String> {
-    let mut hdr = [0u8; 512];
-    let mut long_name: Option<String> = None;
-    loop {
-        let got = read_up_to(&mut r, &mut hdr).map_err(|e| format!("{label}: {e}"))?;
-        if got < 512 || hdr.iter().all(|&b| b == 0) {
-            return Ok(());
-        }
-        let size = tar_number(&hdr[124..136]);
-        let kind = hdr[156];
-        let mut data = Vec::new();
-        (&mut r).take(size).read_to_end(&mut data).map_err(|e| format!("{label}: {e}"))?;
-        if (data.len() as u64) < size {
-            acc.notes.push(format!("{label}: archive cut short"));
-            return Ok(());
-        }
-        let pad = (512 - size % 512) % 512;
-        std::io::copy(&mut (&mut r).take(pad), &mut std::io::sink()).map_err(|e| format!("{label}: {e}"))?;
-        let mut name = if is_tar_header(&hdr) && hdr[345] != 0 {
-            format!("{}/{}", cstr(&hdr[345..500]), cstr(&hdr[..100]))
-        } else {
-            cstr(&hdr[..100])
-        };
-        match kind {
-            b'L' => {
-                long_name = Some(cstr(&data));
-                continue;
-            }
-            b'x' => {
-                // pax: "LEN path=VALUE\n" records.
-                let text = String::from_utf8_lossy(&data);
-                long_name = text.lines().find_map(|l| l.split_once(" path=").map(|(_, v)| v.to_string()));
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(n) = long_name.take() {
-            name = n;
-        }
-        if !(kind == b'0' || kind == 0) {
-            continue;
-        }
+/// Reads the members of a tar stream (`commlens_workload::archive`); each regular member whose
+/// name ends in `.json` or `.json.gz` is read as a Kineto trace. A damaged archive keeps the
+/// traces before the damage and notes where the reading stopped.
+fn read_tar(r: impl Read, label: &str, acc: &mut Acc) {
+    let read = for_each_tar_member(r, label, u64::MAX, &mut |name, data| {
         if name.ends_with(".json") || name.ends_with(".json.gz") {
             let member = format!("{label}:{name}");
             match read_kineto(&data[..], &member, &opts()) {
@@ -211,5 +142,9 @@ fn read_tar<R: Read>(mut r: R, label: &str, acc: &mut Acc) -> Result<(), String>
                 Err(e) => acc.notes.push(format!("{member}: passed over ({e})")),
             }
         }
+        Ok::<(), TarError>(())
+    });
+    if let Err(e) = read {
+        acc.notes.push(format!("{e} (the rest of the archive passed over)"));
     }
 }
