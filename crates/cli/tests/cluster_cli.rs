@@ -106,7 +106,7 @@ fn real(name: &str) -> Option<PathBuf> {
     if p.is_file() {
         Some(p)
     } else {
-        eprintln!("skipped: {} not found", p.display());
+        commlens_testdata::skip("cluster from a real run", &format!("{} not found", p.display()));
         None
     }
 }

@@ -70,10 +70,7 @@ fn parse(name: &str, data: &[u8]) -> Result<Parsed, IngestError> {
 fn real_logs() -> Option<Vec<(String, Vec<u8>)>> {
     let dir = Path::new(SHARED_LOGS);
     if !dir.is_dir() {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("shared data not found at {SHARED_LOGS} (required when CI=true)");
-        }
-        println!("skipped: shared data not found");
+        commlens_testdata::skip_unless_ci("garbage in real logs", &format!("shared data not found at {SHARED_LOGS}"), "put ../shared beside the repository");
         return None;
     }
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)

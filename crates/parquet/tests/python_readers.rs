@@ -98,7 +98,7 @@ for k, v in con.execute(f"SELECT decode(key), decode(value) FROM parquet_kv_meta
 #[test]
 fn duckdb_sql_gives_the_table_totals() {
     if !python_has("duckdb") {
-        println!("skipped: duckdb not installed (pip install duckdb)");
+        commlens_testdata::skip_unless_ci("Parquet read by DuckDB", "the duckdb Python module is not installed", "pip install duckdb");
         return;
     }
     let dir = tmpdir("duckdb");
@@ -154,7 +154,7 @@ print("kv\t" + md[b"commlens.schema_version"].decode() + "\t" + md[b"commlens.ve
 #[test]
 fn pandas_gives_the_table_totals() {
     if !(python_has("pyarrow") && python_has("pandas")) {
-        println!("skipped: pyarrow/pandas not installed (pip install pyarrow pandas)");
+        commlens_testdata::skip("Parquet read by pandas", "pyarrow/pandas not installed (pip install pyarrow pandas)");
         return;
     }
     let dir = tmpdir("pandas");

@@ -29,10 +29,7 @@ fn baselines() -> Option<PathBuf> {
     if dir.join("outputs").is_dir() {
         return Some(dir);
     }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("SimAI baselines not found at {} (required under CI=true)", dir.display());
-    }
-    eprintln!("skipped: SimAI baselines not found at {}", dir.display());
+    commlens_testdata::skip_unless_ci("SimAI parity", &format!("baselines not found at {}", dir.display()), "put ../shared beside the repository");
     None
 }
 

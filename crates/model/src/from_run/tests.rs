@@ -38,7 +38,7 @@ fn real(name: &str) -> Option<PathBuf> {
     if p.is_file() {
         Some(p)
     } else {
-        eprintln!("skipped: {} not found", p.display());
+        commlens_testdata::skip("real-log check", &format!("{} not found", p.display()));
         None
     }
 }

@@ -19,10 +19,6 @@ pub fn plugin_dir() -> PathBuf {
     }
 }
 
-pub fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
 /// The plugin cdylib cargo built for this test (same profile, same target dir).
 pub fn plugin_so() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
