@@ -80,12 +80,13 @@ enum Command {
     /// Joins NCCL logs (what each operation is) with kernel traces (when it
     /// ran on the GPU): writes fused.parquet, trace.json, trace.pftrace and
     /// summary.json, and prints matches, confidence and unmatched counts.
+    #[command(group(clap::ArgGroup::new("kernel_traces").required(true).args(["nsys", "kineto"])))]
     Fuse {
         /// NCCL_DEBUG=INFO logs (files or folders).
         #[arg(long = "nccl-log", required = true, num_args = 1..)]
         nccl_log: Vec<PathBuf>,
         /// Nsight Systems SQLite exports (`nsys export --type sqlite`), one or more per node.
-        #[arg(long, num_args = 1.., conflicts_with = "kineto", required_unless_present = "kineto")]
+        #[arg(long, num_args = 1.., conflicts_with = "kineto")]
         nsys: Vec<PathBuf>,
         /// PyTorch profiler (Kineto) traces, .json or .json.gz, one per rank.
         #[arg(long, num_args = 1..)]

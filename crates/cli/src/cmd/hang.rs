@@ -9,7 +9,10 @@ use commlens_ingest::hang_dump::read_dumps;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, still_running_ms: u64) -> CmdResult {
-    let (dumps, skipped) = read_dumps(inputs)?;
+    let (dumps, skipped) = match read_dumps(inputs) {
+        Err(commlens_ingest::IngestError::NoInputs { paths }) => return Err(no_dumps_error(&paths).into()),
+        r => r?,
+    };
     for (p, why) in &skipped {
         eprintln!("note: skipped {}: {why}", p.display());
     }
@@ -73,4 +76,32 @@ pub fn run(inputs: &[PathBuf], format: Format, still_running_ms: u64) -> CmdResu
         println!("{} pending operation(s) are blocked behind running ones", report.blocked.len());
     }
     Ok(())
+}
+
+/// What `hang` was given instead of in-flight dumps, and how to get dumps.
+fn no_dumps_error(paths: &[PathBuf]) -> String {
+    let mut kinds: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    if let Ok(files) = commlens_ingest::expand_inputs(paths) {
+        for (f, _) in files {
+            let k = match commlens_ingest::sniff(&f) {
+                Ok(k) => k.name().to_string(),
+                Err(_) => "other file".to_string(),
+            };
+            *kinds.entry(k).or_default() += 1;
+        }
+    }
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let found = if kinds.is_empty() {
+        "no files".to_string()
+    } else {
+        kinds.iter().map(|(k, n)| format!("{n} × {k}")).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "no hang dumps in {} (found {found}). `hang` reads the per-rank in-flight dumps \
+(`commlens-hang` JSON, docs/hang-dump.md) that commlens's profiler plugin writes when a process \
+gets SIGUSR1 or an operation stays open longer than COMMLENS_PLUGIN_HANG_TIMEOUT_S: run the job \
+with NCCL_PROFILER_PLUGIN=libcommlens_plugin.so and COMMLENS_PLUGIN_DIR=DIR, `kill -USR1` the \
+hung processes, then `commlens hang DIR`. A sample set to try: `commlens hang examples/hang-dumps`",
+        shown.join(", ")
+    )
 }

@@ -18,6 +18,9 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
     if t.n_ops() == 0 {
         return Err("no operations in the inputs: nothing to draw".into());
     }
+    if !t.per_rank.iter().flatten().any(|op| op.gpu.is_some() || op.cpu_ts_ns.is_some()) {
+        return Err(untimed_error(t.n_ops()).into());
+    }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let opts = TraceOptions::default();
     // Bandwidth, efficiency, parallelism class and the model's expectation
@@ -50,4 +53,17 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
     );
     println!("open them in https://ui.perfetto.dev (or chrome://tracing for the JSON)");
     Ok(())
+}
+
+/// Why a table whose operations carry no time at all cannot be drawn, and
+/// how to capture one that can.
+fn untimed_error(n_ops: usize) -> String {
+    format!(
+        "none of the {n_ops} operations has a time, so there is nothing to place on a timeline: \
+NCCL_DEBUG=INFO logs carry timestamps only from NCCL 2.26 and with NCCL_DEBUG_TIMESTAMP_LEVELS=INFO (or ALL) set, \
+and never GPU times. To get a timed trace, fuse the logs with kernel times \
+(`commlens fuse --nccl-log LOGS --nsys EXPORTS` from `nsys profile` + `nsys export --type sqlite`, \
+or `--kineto TRACES` from the PyTorch profiler), or record with commlens's profiler plugin \
+(NCCL_PROFILER_PLUGIN=libcommlens_plugin.so, see crates/plugin/README.md) and trace its output"
+    )
 }
