@@ -207,9 +207,10 @@ pub fn world_comm(table: &OpTable) -> Option<crate::model::LogicalCommIdx> {
 /// Takes global ranks from the `rank` fields of the world-sized
 /// communicators (the largest `nranks` seen): every handle of such a
 /// communicator names its device's global rank, even when its peers' logs are
-/// missing or their init lines were lost. Devices left over get the ranks
-/// after the world size, in host order. Returns false when no communicator
-/// logged ranks.
+/// missing or their init lines were lost. Devices left over get the world's
+/// unclaimed ranks when they are as many, else the ranks after the world
+/// size, in host order.
+/// Returns false when no communicator logged ranks.
 fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<DevIdx>>) -> bool {
     let world_size = table
         .logical
@@ -238,12 +239,23 @@ fn ranks_from_world_comm(table: &mut OpTable, by_host: &BTreeMap<String, Vec<Dev
     if used.is_empty() {
         return false;
     }
+    // Devices whose world rank was lost (an init line cut by a concurrent
+    // writer): when they are exactly as many as the ranks nobody claimed, they
+    // are those ranks (in host order; with one missing that is certain), so a
+    // 4-rank world never reads as ranks 0, 1, 2, 4. Otherwise (part of a job
+    // logged) which ranks they hold is unknown and they go past the world size.
+    let leftover = by_host.values().flatten().filter(|d| table.devices[d.ix()].global_rank.is_none()).count();
+    let unclaimed = (world_size as usize).saturating_sub(used.len());
+    let mut free = (0..world_size).filter(|r| !used.contains(r)).take(if leftover == unclaimed { leftover } else { 0 });
     let mut next = world_size;
     for devs in by_host.values() {
         for d in devs {
             if table.devices[d.ix()].global_rank.is_none() {
-                table.devices[d.ix()].global_rank = Some(next);
-                next = next.saturating_add(1);
+                let r = free.next().unwrap_or_else(|| {
+                    next = next.saturating_add(1);
+                    next - 1
+                });
+                table.devices[d.ix()].global_rank = Some(r);
             }
         }
     }
@@ -433,6 +445,18 @@ mod tests {
         let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
         // Logged ranks 3,2,1; the unlogged device gets the first rank after the world size.
         assert_eq!(ranks, vec![3, 2, 1, 8]);
+    }
+
+    #[test]
+    fn a_device_whose_world_rank_was_lost_takes_the_unclaimed_rank() {
+        let mut t = table(true);
+        // Process 1's world handle lost its rank (a cut init line); the others say 3, 1, 0.
+        for c in t.comms.iter_mut().filter(|c| c.comm_id == Some(0xfeed) && c.device == Some(DevIdx(1))) {
+            c.rank = None;
+        }
+        assemble(&mut t);
+        let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
+        assert_eq!(ranks, vec![3, 2, 1, 0]);
     }
 
     #[test]
