@@ -1,7 +1,9 @@
 //! The slowest link inside each logical communicator (thesis eq. 4.12):
 //! `BW_bottleneck = min over member pairs (i, j) of BW_link(i, j)`, where the
-//! link between two GPUs of one host comes from that host's topology and the
-//! link between hosts is the slower of their network bandwidths.
+//! link between two GPUs of one host comes from that host's topology (the
+//! slower direction of the pair) and the link between hosts is the slower of
+//! the two GPUs' routes to their NICs (NCCL's logged GPU → NET paths, else the
+//! hosts' NIC speeds).
 
 use commlens_core::model::{DevIdx, LogicalCommIdx};
 use commlens_core::{LinkKind, OpTable};
@@ -25,8 +27,16 @@ pub fn pair_bandwidth(t: &OpTable, a: DevIdx, b: DevIdx) -> Option<(f64, LinkKin
     let ha = &t.processes[da.proc.ix()].host;
     let hb = &t.processes[db.proc.ix()].host;
     if ha != hb {
-        let na = t.topology_of_host(ha)?.net_bw_gb_s()?;
-        let nb = t.topology_of_host(hb)?.net_bw_gb_s()?;
+        // Each side's GPU → NIC route as NCCL logged it (else its host's NIC speed).
+        let side = |host: &str, bus: Option<u64>| {
+            let topo = t.topology_of_host(host)?;
+            match bus.and_then(|b| topo.gpu_by_bus(b)) {
+                Some(g) => topo.gpu_net_bw(g),
+                None => topo.net_bw_gb_s(),
+            }
+        };
+        let na = side(ha, da.bus_id)?;
+        let nb = side(hb, db.bus_id)?;
         return Some((na.min(nb), LinkKind::Net));
     }
     let topo = t.topology_of_host(ha)?;
@@ -140,6 +150,50 @@ mod tests {
         let pair = all.iter().find(|(l, _)| t.logical[l.ix()].members.len() == 2).unwrap();
         let b = pair.1.as_ref().unwrap();
         assert_eq!((b.bw_gb_s, b.link), (80.0, LinkKind::Nvl));
+    }
+
+    /// An NVLink of 20 GB/s one way and 240 the other is a 20 GB/s pair,
+    /// whichever member lists it first.
+    #[test]
+    fn asymmetric_link_counts_its_slower_direction() {
+        for flip in [false, true] {
+            let mut t = table();
+            let topo = &mut t.topologies[0];
+            let g0 = topo.node(NodeKind::Gpu, "0-1000");
+            let g1 = topo.node(NodeKind::Gpu, "0-2000");
+            topo.links.retain(|l| l.kind != LinkKind::Nvl);
+            let (fast, slow) = if flip { ((g1, g0), (g0, g1)) } else { ((g0, g1), (g1, g0)) };
+            topo.add_link(fast.0, fast.1, LinkKind::Nvl, 240.0);
+            topo.add_link(slow.0, slow.1, LinkKind::Nvl, 20.0);
+            comm(&mut t, &[0, 1], 4);
+            commlens_core::assemble::assemble(&mut t);
+            let b = all_bottlenecks(&t)[0].1.clone().unwrap();
+            assert_eq!((b.bw_gb_s, b.link), (20.0, LinkKind::Nvl), "flip {flip}");
+        }
+    }
+
+    /// Across hosts, a GPU whose logged route to the NIC is slower than the
+    /// NIC (a SYS hop) limits the pair to that route, not to the NIC's speed.
+    #[test]
+    fn network_pair_uses_the_logged_gpu_to_nic_path() {
+        let mut t = table();
+        let topo = &mut t.topologies[0];
+        let g1 = topo.node(NodeKind::Gpu, "0-2000");
+        let net = topo.node(NodeKind::Net, "0-0");
+        topo.paths.push(commlens_core::topo::TopoPath { from: g1, to: net, hops: 3, bw_gb_s: 6.0, kind: LinkKind::Sys });
+        comm(&mut t, &[1, 2], 5);
+        comm(&mut t, &[0, 2], 6);
+        commlens_core::assemble::assemble(&mut t);
+        let all = all_bottlenecks(&t);
+        let of = |a: u32| {
+            all.iter()
+                .find(|(l, _)| t.logical[l.ix()].members.iter().any(|m| t.comms[m.ix()].device == Some(DevIdx(a))))
+                .and_then(|(_, b)| b.clone())
+                .unwrap()
+        };
+        assert_eq!((of(1).bw_gb_s, of(1).link), (6.0, LinkKind::Net));
+        // GPU 0 has no logged path: the NIC's 12.5 GB/s.
+        assert_eq!(of(0).bw_gb_s, 12.5);
     }
 
     #[test]

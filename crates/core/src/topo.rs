@@ -193,10 +193,12 @@ impl std::fmt::Debug for TopoIndex {
 /// it was built from (a later change of sizes rebuilds it).
 struct PairIndex {
     sizes: (usize, usize, usize),
-    /// NCCL's logged path (the first one printed per pair).
+    /// NCCL's logged path (the first one printed per ordered pair).
     paths: HashMap<(usize, usize), (f64, LinkKind)>,
-    /// Fastest direct link either way (the last of equals, as `max_by`).
+    /// Fastest direct link per direction, keyed (from, to) (the last of equals, as `max_by`).
     direct: HashMap<(usize, usize), (f64, LinkKind)>,
+    /// Best logged path from a node to any NET node (NCCL's GPU → NIC route).
+    to_net: HashMap<usize, f64>,
     /// Fastest NVLink from a node to an NVSwitch.
     nvs: HashMap<usize, f64>,
     /// Fastest SYS link from one CPU to another.
@@ -208,16 +210,20 @@ struct PairIndex {
 impl PairIndex {
     fn build(t: &Topology) -> PairIndex {
         let mut paths = HashMap::new();
+        let mut to_net: HashMap<usize, f64> = HashMap::new();
         for p in &t.paths {
             paths.entry((p.from, p.to)).or_insert((p.bw_gb_s, p.kind));
+            if t.nodes[p.to].kind == NodeKind::Net {
+                let e = to_net.entry(p.from).or_insert(p.bw_gb_s);
+                *e = e.max(p.bw_gb_s);
+            }
         }
         let mut direct: HashMap<(usize, usize), (f64, LinkKind)> = HashMap::new();
         let mut nvs: HashMap<usize, f64> = HashMap::new();
         let mut sys: HashMap<(usize, usize), f64> = HashMap::new();
         let mut up: HashMap<usize, (f64, usize)> = HashMap::new();
         for l in &t.links {
-            let key = (l.from.min(l.to), l.from.max(l.to));
-            let e = direct.entry(key).or_insert((l.bw_gb_s, l.kind));
+            let e = direct.entry((l.from, l.to)).or_insert((l.bw_gb_s, l.kind));
             if l.bw_gb_s.total_cmp(&e.0).is_ge() {
                 *e = (l.bw_gb_s, l.kind);
             }
@@ -233,7 +239,7 @@ impl PairIndex {
                 up.entry(l.to).or_insert((l.bw_gb_s, l.from));
             }
         }
-        PairIndex { sizes: t.sizes(), paths, direct, nvs, sys, up }
+        PairIndex { sizes: t.sizes(), paths, direct, to_net, nvs, sys, up }
     }
 }
 
@@ -323,11 +329,21 @@ impl Topology {
         self.links.iter().filter(|l| l.kind == LinkKind::Net).map(|l| l.bw_gb_s).reduce(f64::max)
     }
 
-    /// Bandwidth and link type of the slowest hop between two GPUs of this host.
+    /// Network bandwidth one GPU reaches: its best logged path to a NET node
+    /// (NCCL's own GPU → NIC route, so a NIC behind a slow PCIe or SYS hop
+    /// counts at that hop's speed), else the host's fastest NIC.
+    pub fn gpu_net_bw(&self, gpu: usize) -> Option<f64> {
+        self.pair_index().to_net.get(&gpu).copied().or_else(|| self.net_bw_gb_s())
+    }
+
+    /// Bandwidth and link type of the slowest hop between two GPUs of this host,
+    /// in the slower direction: a link of 20 GB/s one way and 240 the other is
+    /// a 20 GB/s pair, since a collective's ring or tree uses both directions.
     ///
-    /// Uses NCCL's own path when it was logged; otherwise a direct NVLink, then
+    /// Uses NCCL's own paths when they were logged; otherwise a direct NVLink, then
     /// the route up through PCI to the CPUs (crossing SYS between sockets), the
-    /// minimum along the way (the thesis's bottleneck rule).
+    /// minimum along the way (the thesis's bottleneck rule). A direction that was
+    /// not listed (one GPU's links missing from the dump) does not count.
     pub fn gpu_pair_bw(&self, a: usize, b: usize) -> Option<(f64, LinkKind)> {
         if a == b {
             return None;
@@ -335,10 +351,15 @@ impl Topology {
         // Keyed lookups (built once per graph size), so a full GPU × GPU
         // table costs O(links + GPUs²), not O(links × GPUs²).
         let ix = self.pair_index();
-        if let Some(&p) = ix.paths.get(&(a, b)) {
+        let slower = |x: Option<&(f64, LinkKind)>, y: Option<&(f64, LinkKind)>| match (x, y) {
+            (Some(&p), Some(&q)) => Some(if q.0 < p.0 { q } else { p }),
+            (Some(&p), None) | (None, Some(&p)) => Some(p),
+            (None, None) => None,
+        };
+        if let Some(p) = slower(ix.paths.get(&(a, b)), ix.paths.get(&(b, a))) {
             return Some(p);
         }
-        if let Some(&d) = ix.direct.get(&(a.min(b), a.max(b))) {
+        if let Some(d) = slower(ix.direct.get(&(a, b)), ix.direct.get(&(b, a))) {
             return Some(d);
         }
         // Both GPUs reach NVSwitch: the slower of the two NVLink attachments.
