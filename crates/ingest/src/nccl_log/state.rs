@@ -62,6 +62,9 @@ pub(super) struct ProcState {
     pub(super) comms: HashMap<u64, CommIdx>,
     pub(super) devices: HashMap<u32, DevIdx>,
     pub(super) threads: HashMap<u32, ThreadState>,
+    /// Segments that named this (host, pid) and were not cut: the evidence
+    /// for the host name when two spellings of one pid compete.
+    pub(super) clean_segments: u64,
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
@@ -190,6 +193,8 @@ impl LogParser {
             let msg = &line[seg.msg.clone()];
             if seg.cut {
                 self.report.broken_segments += 1;
+            } else {
+                self.procs[proc.ix()].clean_segments += 1;
             }
             let is_call = seg.level == Level::Call || (seg.level == Level::Trace && msg.starts_with(b"nccl"));
             if !is_call {
@@ -378,22 +383,27 @@ impl LogParser {
 
 impl LogParser {
     /// A process named `senx3005c0s31b0n0:309935` next to `x3005c0s31b0n0:309935`
-    /// is the same process: its name swallowed debris of a cut line before the
-    /// clean name was known. Renaming it lets [`crate::merge::merge_tables`],
-    /// which keys processes by (host, pid), fold the two together.
+    /// is the same process: one name swallowed debris of a cut line (glued in
+    /// front), or lost its start (`ne:2984738` beside `stone:2984738`).
+    /// Renaming it lets [`crate::merge::merge_tables`], which keys processes by
+    /// (host, pid), fold the two together. Which spelling is the host is
+    /// decided by evidence, never by length: the name with the most clean
+    /// (uncut) segments among those that are suffixes of one another wins, so
+    /// one garbled line cannot rename a host that many clean lines agree on.
     fn fold_debris_hosts(&mut self) {
         let procs = &mut self.table.processes;
+        let evidence: Vec<u64> = self.procs.iter().map(|p| p.clean_segments).collect();
+        let related = |a: &str, b: &str| a.ends_with(b) || b.ends_with(a);
+        let names: Vec<String> = procs.iter().map(|p| p.host.clone()).collect();
         for i in 0..procs.len() {
-            let clean = (0..procs.len())
-                .filter(|&j| {
-                    j != i
-                        && procs[j].pid == procs[i].pid
-                        && procs[j].host.len() < procs[i].host.len()
-                        && procs[i].host.ends_with(&procs[j].host)
-                })
-                .min_by_key(|&j| procs[j].host.len());
-            if let Some(j) = clean {
-                procs[i].host = procs[j].host.clone();
+            let best = (0..procs.len())
+                .filter(|&j| procs[j].pid == procs[i].pid && related(&names[i], &names[j]))
+                // Most clean segments; on a tie the shorter name (debris is glued in front).
+                .max_by(|&a, &b| evidence[a].cmp(&evidence[b]).then(names[b].len().cmp(&names[a].len())));
+            if let Some(j) = best {
+                if j != i {
+                    procs[i].host = names[j].clone();
+                }
             }
         }
     }
