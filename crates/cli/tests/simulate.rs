@@ -181,3 +181,79 @@ fn bad_workloads_fail_clearly() {
     assert!(r.err.contains("cut.0.et"), "{}", r.err);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Communicators of a simulated table (all ranks, `--expand`), as (size, operation kinds) →
+/// how many communicators have them.
+fn communicator_shapes(table: &Path) -> BTreeMap<(usize, String), usize> {
+    let mut shapes = BTreeMap::new();
+    for (ranks, kinds) in comm_volumes(table).keys() {
+        *shapes.entry((ranks.len(), kinds.clone())).or_insert(0) += 1;
+    }
+    shapes
+}
+
+/// Each `framework = …` front end of a model file simulates through the binary on a DGX-A100
+/// cluster: a meaningful iteration time (compute from the roofline, communication from the
+/// network), and on every communicator the operations that framework issues there.
+#[test]
+fn framework_model_files_simulate_with_their_communicators() {
+    let dir = temp_dir("simulate", "frameworks");
+    let small = "layers = 4\nhidden = 512\nseq_len = 512\nvocab = 4096\nmicro_batch = 1\nnum_microbatches = 2\n";
+    // (name, model file, [((communicator size, operations), communicators)])
+    type Case = (&'static str, String, Vec<((usize, &'static str), usize)>);
+    let cases: [Case; 6] = [
+        // ZeRO-1: gradient reduce-scatter, parameter all-gather, the grad-norm all-reduce.
+        ("zero1", format!("{small}framework = deepspeed\nzero_stage = 1\ndp = 8"), vec![((8, "AllGather+AllReduce+ReduceScatter"), 1)]),
+        // ZeRO-0 (DDP): bucketed gradient all-reduce only.
+        ("zero0", format!("{small}framework = deepspeed\nzero_stage = 0\ndp = 8"), vec![((8, "AllReduce"), 1)]),
+        ("zero3", format!("{small}framework = deepspeed\nzero_stage = 3\ndp = 8"), vec![((8, "AllGather+AllReduce+ReduceScatter"), 1)]),
+        // HSDP: two shard groups of a node each, eight replica pairs all-reducing shards.
+        (
+            "hsdp",
+            format!("{small}framework = fsdp\nfsdp_sharding = hybrid\ndp = 16"),
+            vec![((8, "AllGather+AllReduce+ReduceScatter"), 2), ((2, "AllReduce"), 8)],
+        ),
+        // AxoNN 2×2×2×2: X and Y groups all-reduce, Z groups gather and reduce-scatter, data
+        // groups all-reduce: 8 of each, all pairs.
+        (
+            "axonn",
+            format!("{small}framework = axonn\ngx = 2\ngy = 2\ngz = 2\ngdata = 2"),
+            vec![((2, "AllReduce"), 24), ((2, "AllGather+ReduceScatter"), 8)],
+        ),
+        // TED tp2 × ep4 × dp8: TP pairs (all-reduce, DTD all-gather), EP quads (all-to-all),
+        // DP of 8 and expert DP pairs (ZeRO-1), WORLD (grad norm).
+        (
+            "ted",
+            format!("{small}framework = ted\ntp = 2\nep = 4\ndp = 8\nexperts = 8\ntop_k = 2\nmoe_layers = 2"),
+            vec![
+                ((2, "AllGather+AllReduce"), 8),
+                ((4, "AllToAll"), 4),
+                ((8, "AllGather+ReduceScatter"), 2),
+                ((2, "AllGather+ReduceScatter"), 8),
+                ((16, "AllReduce"), 1),
+            ],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let conf = dir.join(format!("{name}.conf"));
+        std::fs::write(&conf, &text).unwrap();
+        let out = dir.join(name);
+        let r = simulate(&[conf.to_str().unwrap(), "--cluster", "dgx-a100", "--expand", "-o", out.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{name}: {}", r.err);
+        assert!(r.out.contains("note: front end:"), "{name}: {}", r.out);
+        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        let (total, compute) = (summary["summary"]["total_us"].as_f64().unwrap(), summary["summary"]["compute_us"].as_f64().unwrap());
+        assert!(compute > 0.0 && total >= compute, "{name}: total {total} µs, compute {compute} µs");
+        let shapes = communicator_shapes(&out.join("simulated.parquet"));
+        let want: BTreeMap<(usize, String), usize> = want.into_iter().map(|((n, k), c)| ((n, k.to_string()), c)).collect();
+        assert_eq!(shapes, want, "{name}: communicators (size, operations) → count");
+        eprintln!("{name}: {total:.0} µs per iteration, compute {compute:.0} µs");
+    }
+    // A framework knob without its framework is refused with the key named.
+    let bad = dir.join("bad.conf");
+    std::fs::write(&bad, format!("{small}dp = 2\ngz = 2")).unwrap();
+    let r = simulate(&[bad.to_str().unwrap(), "-o", dir.join("bad").to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(r.err.contains("bad.conf") && r.err.contains("gz"), "{}", r.err);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,10 +42,21 @@ pub enum GroupKind {
     World,
     /// A group a trace named that fits no role above (Chakra `pg_name`, …).
     Other,
+    /// AxoNN's X dimension of the tensor grid (`G_x`; output AllReduce of transposed layers,
+    /// input-gradient AllReduce of the others).
+    TensorX,
+    /// AxoNN's Y dimension (`G_y`; output AllReduce of the non-transposed layers).
+    TensorY,
+    /// AxoNN's Z dimension (`G_z`; weight AllGather and gradient ReduceScatter: the FSDP
+    /// dimension of the grid).
+    TensorZ,
+    /// Replicas of a hybrid-sharded model (FSDP `HYBRID_SHARD`): the AllReduce of each shard's
+    /// gradient across the shard groups.
+    DpReplica,
 }
 
 impl GroupKind {
-    pub const ALL: [GroupKind; 10] = [
+    pub const ALL: [GroupKind; 14] = [
         GroupKind::Tp,
         GroupKind::Dp,
         GroupKind::Pp,
@@ -56,6 +67,10 @@ impl GroupKind {
         GroupKind::Embedding,
         GroupKind::World,
         GroupKind::Other,
+        GroupKind::TensorX,
+        GroupKind::TensorY,
+        GroupKind::TensorZ,
+        GroupKind::DpReplica,
     ];
 
     /// Short label as reports print it (`TP`, `DP`, `DP_EP`, …; SimAI's names where it has one).
@@ -71,6 +86,10 @@ impl GroupKind {
             GroupKind::Embedding => "EMB",
             GroupKind::World => "WORLD",
             GroupKind::Other => "OTHER",
+            GroupKind::TensorX => "TP_X",
+            GroupKind::TensorY => "TP_Y",
+            GroupKind::TensorZ => "TP_Z",
+            GroupKind::DpReplica => "DP_REP",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `commlens simulate WORKLOAD --cluster X [--mode analytical|flow] -o DIR`: a training job
 //! simulated on a cluster, written as the canonical table so every other command reads it.
 //!
-//! Owns the choice of front end (a Megatron `model.conf`, an AICB/SimAI workload file, Chakra
+//! Owns the choice of front end (a `model.conf`: Megatron-LM, or with `framework =
+//! deepspeed|fsdp|axonn|ted` that framework's program; an AICB/SimAI workload file, Chakra
 //! execution traces, or a measured run to replay), of the cluster (preset, TOML or a run),
 //! compute model (roofline on the cluster's GPU, or measured kernels with `--kernels`) and
 //! network backend (analytical, flow-level, or SimAI 1.6's busbw rule with `--simai-nv`),
@@ -151,8 +152,12 @@ fn load_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn std::error::E
         WorkloadKind::Aicb => aicb::load(first, &aicb_opts)?,
         WorkloadKind::ModelConf => {
             let text = std::fs::read_to_string(first).map_err(|e| format!("{}: {e}", first.display()))?;
-            let cfg = megatron::Config::from_model_conf(&text).map_err(|e| format!("{}: {e}", first.display()))?;
-            let mut w = megatron::workload(&cfg).map_err(|e| format!("{}: {e}", first.display()))?;
+            let conf = megatron::ModelConfig::parse(&text).map_err(|e| format!("{}: {e}", first.display()))?;
+            // `framework = deepspeed|fsdp|axonn|ted` picks that front end; Megatron otherwise.
+            let mut w = commlens_workload::from_model_conf(&conf).map_err(|e| format!("{}: {e}", first.display()))?;
+            if conf.framework != megatron::Framework::Megatron {
+                w.notes.insert(0, format!("front end: {}", w.name));
+            }
             w.name = first.display().to_string();
             w
         }
@@ -189,7 +194,7 @@ fn sniff(p: &Path) -> WorkloadKind {
     }
     let kv = |l: &str| {
         let l = l.split('#').next().unwrap_or("").trim();
-        l.split_once('=').is_some_and(|(k, _)| matches!(k.trim(), "tp" | "pp" | "dp" | "layers" | "hidden"))
+        l.split_once('=').is_some_and(|(k, _)| matches!(k.trim(), "tp" | "pp" | "dp" | "layers" | "hidden" | "model" | "framework"))
     };
     if text.lines().filter(|l| kv(l)).count() >= 2 {
         return WorkloadKind::ModelConf;

@@ -5,7 +5,8 @@
 //! the same, and representatives). `commlens-synth` renders these programs as NCCL log lines,
 //! the simulator executes them and [`volumes`] sums their bytes, so the three agree by
 //! construction. Submodules: `config` ([`Config`], [`Schedule`], [`MoeDispatcher`]),
-//! `model_conf` (the `key = value` model file), `groups` (process groups and membership),
+//! `model_conf` (the `key = value` model file), `frameworks` (its `model` and `framework` keys:
+//! the front end a file picks, named shapes), `groups` (process groups and membership),
 //! `schedule` (1F1B, all-forward-all-backward, interleaved), `traffic` (TP/SP/PP/DP/optimizer
 //! calls), `moe` (token dispatchers and routing), `params` (parameters, buckets, shards),
 //! `volume` (bytes per group kind), `from_model` (a configuration from a named
@@ -19,6 +20,7 @@
 //! creation, start-up barriers, shutdown) belongs to whoever runs the program.
 
 mod config;
+mod frameworks;
 mod from_model;
 pub mod groups;
 mod model_conf;
@@ -30,6 +32,7 @@ mod volume;
 
 pub use config::{Config, ConfigError, MoeDispatcher, Schedule};
 pub use from_model::{Layout, MemoryEstimate, ModelJob};
+pub use frameworks::{Framework, FsdpSharding, DEEPSPEED_BUCKET, DEEPSPEED_PERSISTENCE_THRESHOLD, DEEPSPEED_PREFETCH_BUCKET};
 pub use model_conf::{ModelConfig, ParamFormula, MAX_PARALLEL};
 pub use moe::{mix64, routing};
 pub use volume::{moved_bytes, volumes, GroupVolume, StageRole, Volumes};

@@ -161,6 +161,7 @@ impl<'a> Builder<'a> {
             GroupKind::DpEp => c.ep > 1 && c.dp / c.ep > 1,
             GroupKind::World => true,
             GroupKind::Cp | GroupKind::Other => false,
+            GroupKind::TensorX | GroupKind::TensorY | GroupKind::TensorZ | GroupKind::DpReplica => false,
         }
     }
 
