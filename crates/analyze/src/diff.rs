@@ -119,7 +119,8 @@ fn longest_rank_span(t: &OpTable) -> Option<i64> {
         .filter_map(|ops| {
             let times = ops.iter().filter_map(|o| o.gpu.map(|g| (g.start_ns, g.end_ns)).or(o.cpu_ts_ns.map(|c| (c, c))));
             let (lo, hi) = times.fold((i64::MAX, i64::MIN), |(lo, hi), (s, e)| (lo.min(s), hi.max(e)));
-            (hi > lo).then_some(hi - lo)
+            // Garbled timestamps can lie further apart than i64 holds.
+            hi.checked_sub(lo).filter(|&d| d > 0)
         })
         .max()
 }

@@ -7,8 +7,7 @@
 use commlens_core::OpKind;
 use commlens_export::report::{BaselineCurve, BwPoint};
 use commlens_export::{human_bytes, Table};
-use commlens_ingest::nccl_tests::{looks_like_nccl_tests, read_nccl_tests, BenchFile};
-use std::io::Read;
+use commlens_ingest::nccl_tests::{read_nccl_tests, BenchFile};
 use std::path::{Path, PathBuf};
 
 /// One benchmark curve: best bus bandwidth per size, sizes ascending.
@@ -72,10 +71,21 @@ pub fn pick(bs: &[Baseline], kind: OpKind, nranks: Option<u32>) -> Option<&Basel
 /// known or whose bandwidths are all zero (one rank) are left out with a
 /// warning on stderr.
 pub fn load(paths: &[PathBuf]) -> Result<Vec<Baseline>, Box<dyn std::error::Error>> {
+    let files = paths.iter().map(|p| read_nccl_tests(p)).collect::<Result<Vec<_>, _>>()?;
+    let out = from_files(&files);
+    if out.is_empty() {
+        return Err("--baseline: no usable nccl-tests run in the given files".into());
+    }
+    Ok(out)
+}
+
+/// Baselines from nccl-tests outputs already read (see [`load`]); runs of
+/// unknown collective or without bandwidth are left out with a warning.
+pub fn from_files(files: &[BenchFile]) -> Vec<Baseline> {
     let mut out = Vec::new();
-    for p in paths {
-        let f = read_nccl_tests(p)?;
-        warn_malformed(&f);
+    for f in files {
+        warn_malformed(f);
+        let p = Path::new(&f.path);
         let name = p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
         for (i, r) in f.runs.iter().enumerate() {
             let Some(kind) = r.kind else {
@@ -103,10 +113,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Baseline>, Box<dyn std::error::Erro
             out.push(Baseline { label: format!("nccl-tests {}{ranks}", kind.name()), kind, ranks: r.ranks, curve });
         }
     }
-    if out.is_empty() {
-        return Err("--baseline: no usable nccl-tests run in the given files".into());
-    }
-    Ok(out)
+    out
 }
 
 fn warn_malformed(f: &BenchFile) {
@@ -116,16 +123,6 @@ fn warn_malformed(f: &BenchFile) {
     if f.malformed.len() > 3 {
         eprintln!("warning: {}: {} more malformed rows", f.path, f.malformed.len() - 3);
     }
-}
-
-/// From the first 64 KiB of `path`: whether it holds nccl-tests results,
-/// and whether it also holds NCCL debug lines (then the log reader reads it
-/// too: nccl-tests run with NCCL_DEBUG=INFO write both into one stream).
-pub fn sniff_benchmark(path: &Path) -> (bool, bool) {
-    let mut head = vec![0u8; 64 << 10];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
-    let head = &head[..n];
-    (looks_like_nccl_tests(head), head.windows(11).any(|w| w == b" NCCL INFO "))
 }
 
 /// The tables `stats` prints for benchmark outputs: one summary row per

@@ -199,7 +199,8 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
     } else {
         let other = load_any(&s.rest, opts)?;
         let label = s.rest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, remaps: _, notes } = other;
+        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, benchmarks, remaps: _, notes } =
+            other;
         parts.push((label, table));
         Loaded {
             table: OpTable::default(),
@@ -208,6 +209,7 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
             plugin_reports,
             nvidia_reports,
             skipped_files,
+            benchmarks,
             remaps: Vec::new(),
             notes,
         }

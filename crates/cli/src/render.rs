@@ -5,7 +5,7 @@ use commlens_analyze::bottleneck::Bottleneck;
 use commlens_analyze::stats::StatsReport;
 use commlens_core::model::LogicalCommIdx;
 use commlens_core::{OpTable, Topology};
-use commlens_export::{human_bytes, Table};
+use commlens_export::{human_bytes, human_bytes_of, Table};
 use commlens_ingest::nccl_log::ReadReport;
 use std::fmt::Write;
 
@@ -22,13 +22,16 @@ pub fn stats_tables(r: &StatsReport) -> Vec<Table> {
             row.pid.to_string(),
             opt(row.cuda_dev),
             row.ops.to_string(),
-            human_bytes(row.bytes),
+            human_bytes_of(row.bytes, row.ops, row.unknown_size),
             row.collective_ops.to_string(),
             row.p2p_ops.to_string(),
             row.recovered.to_string(),
         ]);
     }
-    ranks.note(format!("total: {} operations, {}", r.total_ops, human_bytes(r.total_bytes)));
+    ranks.note(format!("total: {} operations, {}", r.total_ops, human_bytes_of(r.total_bytes, r.total_ops, r.total_unknown_size)));
+    if r.total_unknown_size > 0 {
+        ranks.note(format!("{} operations of unknown size (the input does not give it): ? in byte columns", r.total_unknown_size));
+    }
 
     let mut comms = Table::new(
         "Communicators (logical, across ranks)",
@@ -48,7 +51,7 @@ pub fn stats_tables(r: &StatsReport) -> Vec<Table> {
             shorten_list(&ranks),
             format!("{:?}", c.grouping),
             c.ops.to_string(),
-            human_bytes(c.bytes),
+            human_bytes_of(c.bytes, c.ops, c.unknown_size),
             mix.join(", "),
         ]);
     }
@@ -63,10 +66,10 @@ pub fn stats_tables(r: &StatsReport) -> Vec<Table> {
         ops.row(vec![
             o.kind.to_string(),
             o.ops.to_string(),
-            human_bytes(o.bytes),
-            human_bytes(o.min_bytes),
-            human_bytes(o.mean_bytes as u64),
-            human_bytes(o.max_bytes),
+            human_bytes_of(o.bytes, o.ops, o.unknown_size),
+            human_bytes_of(o.min_bytes, o.ops, o.ops * (o.unknown_size >= o.ops) as u64),
+            human_bytes_of(o.mean_bytes as u64, o.ops, o.ops * (o.unknown_size >= o.ops) as u64),
+            human_bytes_of(o.max_bytes, o.ops, o.ops * (o.unknown_size >= o.ops) as u64),
             algos.join(", "),
         ]);
     }
@@ -80,7 +83,13 @@ pub fn stats_tables(r: &StatsReport) -> Vec<Table> {
     let mut sizes = Table::new("Message sizes (operations per power-of-two bucket)", &hdr);
     let max_total = r.sizes.iter().map(|s| s.total).max().unwrap_or(1).max(1);
     for s in &r.sizes {
-        let label = if s.lo_bytes == 0 { "0 B".to_string() } else { format!("≥ {}", human_bytes(s.lo_bytes)) };
+        let label = if s.unknown {
+            "unknown".to_string()
+        } else if s.lo_bytes == 0 {
+            "0 B".to_string()
+        } else {
+            format!("≥ {}", human_bytes(s.lo_bytes))
+        };
         let mut row = vec![label];
         for k in &kinds {
             let n = s.counts.iter().find(|(kk, _)| kk == k).map_or(0, |x| x.1);
@@ -109,8 +118,12 @@ fn shorten_list(items: &[String]) -> String {
 pub fn stats_csv(t: &OpTable, agg: &commlens_analyze::stats::Aggregate) -> Table {
     let mut tab = Table::new(
         "",
-        &["rank", "host", "pid", "cuda_dev", "communicator", "comm_id", "nranks", "operation", "ops", "bytes", "min_bytes", "max_bytes", "recovered"],
+        &[
+            "rank", "host", "pid", "cuda_dev", "communicator", "comm_id", "nranks", "operation", "ops", "bytes", "min_bytes",
+            "max_bytes", "recovered", "nccl_version", "job_nodes",
+        ],
     );
+    let nodes = crate::cmd::stats::Job::of_table(t).nodes.to_string();
     let mut keys: Vec<_> = agg.cells.keys().copied().collect();
     keys.sort_by_key(|(d, c, k)| (t.devices[d.ix()].global_rank, d.0, c.0, *k));
     for key in keys {
@@ -130,10 +143,13 @@ pub fn stats_csv(t: &OpTable, agg: &commlens_analyze::stats::Aggregate) -> Table
             opt(m.nranks),
             k.to_string(),
             cell.ops.to_string(),
-            cell.bytes.to_string(),
-            cell.min_bytes.to_string(),
-            cell.max_bytes.to_string(),
+            // Empty where no operation's size is known (never 0 for unknown).
+            if cell.known_ops() > 0 { cell.bytes.to_string() } else { String::new() },
+            if cell.known_ops() > 0 { cell.min_bytes.to_string() } else { String::new() },
+            if cell.known_ops() > 0 { cell.max_bytes.to_string() } else { String::new() },
             cell.recovered.to_string(),
+            p.nccl_version.map_or_else(String::new, |v| v.to_string()),
+            nodes.clone(),
         ]);
     }
     tab
@@ -278,7 +294,7 @@ pub fn trace_summary(traces: &[commlens_ingest::kineto::KernelTrace], verbose: b
         let ranks: Vec<String> = t.ranks.iter().map(|r| opt(r.rank)).collect();
         let _ = writeln!(
             s,
-            "{}: {:?} trace, rank {} of {}: {} NCCL kernels, {} CPU-side collectives, {} kernels linked to their call",
+            "{}: {:?} trace, rank {} of {}: {} NCCL kernels, {} CPU-side collective calls (record_param_comms/nccl:* ops, wait calls included), {} kernels linked to their call",
             t.path,
             t.source,
             ranks.join(","),

@@ -8,7 +8,12 @@
 //! would swallow what the reader needs. So each stream input is copied once,
 //! in bounded pieces, to a file in the temporary folder, and that file is read
 //! instead; the copies are removed when the command ends ([`Spooled`]'s drop).
-//! Files and folders are passed through untouched.
+//!
+//! Archives named as inputs (`.tar`, `.tar.gz`/`.tgz`, `.zip`, told by their
+//! bytes: the form PyTorch and PARAM publish traces in) are unpacked the same
+//! way, member by member (`commlens_ingest::unpack_archives`), into a folder
+//! that is read in their place. Other files and folders are passed through
+//! untouched.
 
 use std::error::Error;
 use std::fs::File;
@@ -20,6 +25,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Default)]
 pub struct Spooled {
     dir: Option<PathBuf>,
+}
+
+impl Spooled {
+    /// The folder of this call's copies, made on first use.
+    fn dir(&mut self) -> Result<PathBuf, Box<dyn Error>> {
+        if let Some(d) = &self.dir {
+            return Ok(d.clone());
+        }
+        // One folder per call: two calls of one process never share it.
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("commlens-streams-{}-{call}", std::process::id()));
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        self.dir = Some(d.clone());
+        Ok(d)
+    }
 }
 
 impl Drop for Spooled {
@@ -99,21 +120,17 @@ pub fn spool(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Spooled), Box<dyn Erro
     let mut out = Vec::with_capacity(inputs.len());
     for (k, p) in inputs.iter().enumerate() {
         if !is_stream(p)? {
-            out.push(p.clone());
+            let archive = p.is_file() && commlens_ingest::kind::archive_kind(p).ok().flatten().is_some();
+            if archive {
+                let (paths, notes) = commlens_ingest::unpack_archives(std::slice::from_ref(p), &guard.dir()?.join(k.to_string()))?;
+                notes.iter().for_each(|n| eprintln!("{n}"));
+                out.extend(paths);
+            } else {
+                out.push(p.clone());
+            }
             continue;
         }
-        let dir = match &guard.dir {
-            Some(d) => d.clone(),
-            None => {
-                // One folder per call: two calls of one process never share it.
-                static CALLS: AtomicUsize = AtomicUsize::new(0);
-                let call = CALLS.fetch_add(1, Ordering::Relaxed);
-                let d = std::env::temp_dir().join(format!("commlens-streams-{}-{call}", std::process::id()));
-                std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-                guard.dir = Some(d.clone());
-                d
-            }
-        };
+        let dir = guard.dir()?;
         // Keep the stream's name readable in messages: `stdin`, `fd-63`, `fifo`.
         let name = if p.as_os_str() == "-" {
             "stdin".to_string()

@@ -48,8 +48,16 @@ fn report_and_diff_read_every_input_kind() {
                 // that must be an error that says so, never an empty page.
                 // (Topology-only logs are refused by `stats` as well.)
                 let (_, json, _) = commlens(&["stats", p.to_str().unwrap(), "--format", "json"]);
-                let ops = serde_json::from_str::<serde_json::Value>(&json).ok().and_then(|v| v["stats"]["total_ops"].as_u64());
-                if ops.unwrap_or(0) > 0 {
+                let v = serde_json::from_str::<serde_json::Value>(&json).ok();
+                let ops = v.as_ref().and_then(|v| v["stats"]["total_ops"].as_u64());
+                let bench = v.as_ref().is_some_and(|v| v["nccl_tests"].is_array());
+                if ops.unwrap_or(0) == 0 && bench {
+                    // nccl-tests output whose NCCL lines hold no operation: a benchmark report.
+                    let out = tmp.join("bench.html");
+                    let (code, _, err) = commlens(&["report", p.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+                    assert_eq!(code, 0, "{err}");
+                    assert!(std::fs::read_to_string(&out).unwrap().contains("nccl-tests"));
+                } else if ops.unwrap_or(0) > 0 {
                     check(&p.file_name().unwrap().to_string_lossy(), &[&p], &tmp);
                     n += 1;
                 } else {

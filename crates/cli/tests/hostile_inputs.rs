@@ -76,8 +76,12 @@ fn log_declaring_2_pow_31_ranks_is_bounded() {
     let r = ok(&["report", s(&log), "-o", s(&html)], 60);
     // No prediction for a communicator no machine can hold (was "7389424763% of the model's").
     assert!(!r.out.contains("of the model") && !r.err.contains("of the model"), "{}\n{}", r.out, r.err);
+    // The log has no timestamps: `trace` explains that there is nothing to
+    // place on a timeline (a clean error, not a crash or an empty file).
     let trace = d.join("t.json");
-    ok(&["trace", s(&log), "-o", s(&trace)], 30);
+    let r = commlens(&["trace", s(&log), "-o", s(&trace)], 30);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("has a time"), "{}", r.err);
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -1,14 +1,17 @@
-//! From command-line paths to one assembled table: expands folders, reads
-//! every file in parallel (rayon), merges the per-file tables and runs
-//! [`commlens_core::assemble`].
+//! From command-line paths to one assembled table of NCCL logs: expands
+//! folders, reads every file in parallel (rayon), merges the per-file tables
+//! and runs [`commlens_core::assemble`]; archives named as inputs are
+//! unpacked first ([`unpack_archives`]). Inputs of every kind together:
+//! [`crate::load_any`].
 
 use crate::error::IngestError;
-use crate::kineto::{KernelTrace, TraceOptions};
+use crate::kineto::KernelTrace;
 use crate::merge::{merge_tables, screen_parts, Remap, Screen};
+pub use crate::kind::{sniff, InputFormat};
+pub use crate::load_any::load_any;
 use crate::nccl_log::{self, ReadOptions, ReadReport};
 use commlens_core::{CollOp, OpTable};
 use rayon::prelude::*;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Files found under the given paths. Folders are walked recursively, in
@@ -56,6 +59,48 @@ pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
     }
     Ok(w.out)
+}
+
+/// The archives among `paths` (`.tar`, `.tar.gz`/`.tgz`, `.zip`, told by
+/// their bytes) unpacked, each into its own folder under `into`, and the
+/// other paths as they are: the paths to read, in order, and one note per
+/// archive. Members are streamed to disk, never held in memory whole; the
+/// caller removes `into` when done.
+pub fn unpack_archives(paths: &[PathBuf], into: &Path) -> Result<(Vec<PathBuf>, Vec<String>), IngestError> {
+    use commlens_archive::unpack::{archive_kind, unpack};
+    let mut out = Vec::with_capacity(paths.len());
+    let mut notes = Vec::new();
+    for (k, p) in paths.iter().enumerate() {
+        let kind = match std::fs::metadata(p) {
+            Ok(m) if m.is_file() => archive_kind(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?,
+            _ => None,
+        };
+        let Some(kind) = kind else {
+            out.push(p.clone());
+            continue;
+        };
+        let name = p.file_name().map_or_else(|| "archive".into(), |n| n.to_string_lossy().into_owned());
+        let dest = into.join(format!("{k}-{name}"));
+        let u = unpack(p, &dest).map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?;
+        let mut note = format!(
+            "note: {} is a {}: {} files ({} bytes) unpacked to {} to be read",
+            p.display(),
+            kind.name(),
+            u.files.len(),
+            u.bytes,
+            dest.display()
+        );
+        if !u.skipped.is_empty() {
+            let some: Vec<String> = u.skipped.iter().take(3).map(|(m, why)| format!("{m} ({why})")).collect();
+            note.push_str(&format!("; {} members passed over: {}", u.skipped.len(), some.join(", ")));
+            if u.skipped.len() > 3 {
+                note.push_str(", …");
+            }
+        }
+        notes.push(note);
+        out.push(dest);
+    }
+    Ok((out, notes))
 }
 
 /// Drops files whose bytes repeat an earlier file's (a log copied under
@@ -231,199 +276,10 @@ fn is_commlens_output(p: &Path) -> bool {
     false
 }
 
-/// What a file holds, judged by its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFormat {
-    /// `NCCL_DEBUG` text (the default for anything that is not recognised below).
-    NcclLog,
-    /// PyTorch profiler Chrome-trace JSON (plain or gzip).
-    Kineto,
-    /// Nsight Systems SQLite export.
-    NsysSqlite,
-    /// Output of the commlens profiler plugin (`commlens-plugin v1 …`).
-    PluginOutput,
-    /// NCCL Inspector JSON lines (NVIDIA's Inspector profiler plugin).
-    Inspector,
-    /// Chrome-trace dump of NVIDIA's example profiler plugin.
-    ExamplePlugin,
-}
-
-impl InputFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            InputFormat::NcclLog => "NCCL debug log",
-            InputFormat::Kineto => "Kineto trace",
-            InputFormat::NsysSqlite => "nsys SQLite export",
-            InputFormat::PluginOutput => "commlens plugin output",
-            InputFormat::Inspector => "NCCL Inspector output",
-            InputFormat::ExamplePlugin => "NCCL example-plugin trace",
-        }
-    }
-
-    /// Inputs of one family can be read together.
-    fn family(self) -> u8 {
-        match self {
-            InputFormat::NcclLog => 0,
-            InputFormat::Kineto | InputFormat::NsysSqlite => 1,
-            InputFormat::PluginOutput => 2,
-            InputFormat::Inspector => 3,
-            InputFormat::ExamplePlugin => 4,
-        }
-    }
-}
-
-/// Looks at the first bytes (decompressed when gzip) of a file.
-pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
-    use std::io::Read;
-    let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    let mut src = crate::lines::open_maybe_gz(path).map_err(io)?;
-    let mut head = vec![0u8; 64 << 10];
-    let mut n = 0;
-    while n < head.len() {
-        match src.read(&mut head[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            // A corrupt gzip stream: let the reader report it properly.
-            Err(_) => break,
-        }
-    }
-    let head = &head[..n];
-    if crate::plugin_out::is_plugin_output(head) {
-        return Ok(InputFormat::PluginOutput);
-    }
-    if head.starts_with(b"SQLite format 3\0") {
-        return Ok(InputFormat::NsysSqlite);
-    }
-    let text = crate::bytes::trim_ascii(head);
-    if text.starts_with(b"{")
-        && [&b"\"traceEvents\""[..], b"\"schemaVersion\"", b"\"deviceProperties\""]
-            .iter()
-            .any(|k| memchr::memmem::find(text, k).is_some())
-    {
-        return Ok(InputFormat::Kineto);
-    }
-    // JSON objects or an array of them: NVIDIA's plugin outputs.
-    if text.starts_with(b"{") || text.starts_with(b"[") {
-        match crate::json_util::sniff_format(path) {
-            Ok(Some(crate::json_util::PluginFormat::Inspector)) => return Ok(InputFormat::Inspector),
-            Ok(Some(crate::json_util::PluginFormat::ExamplePlugin)) => return Ok(InputFormat::ExamplePlugin),
-            _ => {}
-        }
-    }
-    Ok(InputFormat::NcclLog)
-}
-
-/// Reads inputs of any supported kind into one table: NCCL logs through
-/// [`load_inputs`], kernel traces (Kineto, nsys) through their readers and
-/// `kineto::to_op_table`, plugin output through `plugin_out`. Logs, traces
-/// and plugin files describe the same operations from different sides, so
-/// mixing the families is refused (joining them is trace fusion).
-pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
-    let (files, notes) = drop_same_content(expand_inputs(paths)?);
-    let mut kinds = Vec::with_capacity(files.len());
-    for (p, _) in &files {
-        kinds.push(sniff(p)?);
-    }
-    if kinds.iter().all(|k| *k == InputFormat::NcclLog) {
-        return load_inputs(paths, opts);
-    }
-    if let Some(other) = kinds.iter().position(|k| k.family() != kinds[0].family()) {
-        return Err(IngestError::Format {
-            path: files[0].0.clone(),
-            line: None,
-            what: format!(
-                "is a {} but {} is a {}; read logs, kernel traces and plugin output separately \
-                 (to join NCCL logs with kernel traces: commlens fuse --nccl-log LOGS --nsys|--kineto TRACES -o DIR)",
-                kinds[0].name(),
-                files[other].0.display(),
-                kinds[other].name()
-            ),
-        });
-    }
-    if matches!(kinds[0], InputFormat::Inspector | InputFormat::ExamplePlugin) {
-        let opts = crate::json_util::PluginOptions::default();
-        // The files left after dropping repeated ones, all of this family.
-        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        let res = if kinds[0] == InputFormat::Inspector {
-            crate::inspector::load_paths(&paths, &opts)
-        } else {
-            crate::example_plugin::load_paths(&paths, &opts)
-        };
-        let (table, nvidia_reports) = res.map_err(|e| IngestError::Format {
-            path: files[0].0.clone(),
-            line: None,
-            what: e.to_string(),
-        })?;
-        return Ok(Loaded { table, nvidia_reports, notes, ..Loaded::empty() });
-    }
-    if kinds[0] == InputFormat::PluginOutput {
-        let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        let (table, plugin_reports) = crate::plugin_out::load_plugin_outputs(&paths)?;
-        return Ok(Loaded { table, plugin_reports, notes, ..Loaded::empty() });
-    }
-    let trace_opts = TraceOptions::default();
-    let traces: Vec<Result<KernelTrace, _>> = files
-        .par_iter()
-        .zip(kinds.par_iter())
-        .map(|((p, _), k)| match k {
-            InputFormat::NsysSqlite => crate::nsys::load_nsys_with(p, &trace_opts),
-            _ => crate::kineto::load_kineto_with(p, &trace_opts),
-        })
-        .collect();
-    let mut ok = Vec::new();
-    for (t, (p, _)) in traces.into_iter().zip(&files) {
-        ok.push(t.map_err(|e| IngestError::Format { path: p.clone(), line: None, what: e.to_string() })?);
-    }
-    let mut notes = notes;
-    let ok = screen_trace_ranks(ok, &mut notes);
-    let (table, _) = crate::kineto::to_op_table(&ok);
-    notes.extend(conflict_notes(&table, |_| None));
-    Ok(Loaded { table, traces: ok, notes, ..Loaded::empty() })
-}
-
-/// Kernel traces that claim a global rank an earlier trace already holds are
-/// left out: the same process again (a copy, another export of one capture)
-/// is read once with a note; another process claiming the rank (two runs, a
-/// misnumbered job) is a warning naming both files. Traces without rank
-/// numbers are kept as they are.
-fn screen_trace_ranks(traces: Vec<KernelTrace>, notes: &mut Vec<String>) -> Vec<KernelTrace> {
-    let mut owner: HashMap<u32, (usize, u32)> = HashMap::new();
-    let mut kept = Vec::with_capacity(traces.len());
-    for t in traces {
-        let clash = t.ranks.iter().find_map(|r| {
-            let g = r.rank?;
-            owner.get(&g).map(|&(k, pid)| (g, k, pid, r.pid))
-        });
-        if let Some((g, k, first_pid, pid)) = clash {
-            let first: &KernelTrace = &kept[k];
-            if first_pid == pid {
-                notes.push(format!(
-                    "note: {} holds rank {g} (process {pid}) already read from {}; read once",
-                    t.path, first.path
-                ));
-            } else {
-                notes.push(format!(
-                    "warning: {} claims rank {g} (process {pid}), which {} holds (process {first_pid}); {} is left out",
-                    t.path, first.path, t.path
-                ));
-            }
-            continue;
-        }
-        for r in &t.ranks {
-            if let Some(g) = r.rank {
-                owner.insert(g, (kept.len(), r.pid));
-            }
-        }
-        kept.push(t);
-    }
-    kept
-}
-
 /// One warning per [`commlens_core::assemble::comm_conflicts`] entry of an
 /// assembled table, naming the processes and, where `file` knows it, the
 /// file of each handle.
-fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model::CommIdx) -> Option<String>) -> Vec<String> {
+pub(crate) fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model::CommIdx) -> Option<String>) -> Vec<String> {
     use commlens_core::assemble::{comm_conflicts, CommConflict};
     let who = |c: commlens_core::model::CommIdx| {
         let p = &table.processes[table.comms[c.ix()].proc.ix()];
@@ -495,6 +351,8 @@ pub struct Loaded {
     pub nvidia_reports: Vec<crate::json_util::PluginReport>,
     /// Files found in folders that were not NCCL logs, with the reason.
     pub skipped_files: Vec<(PathBuf, String)>,
+    /// nccl-tests outputs read (benchmark tables; they hold no operations).
+    pub benchmarks: Vec<crate::nccl_tests::BenchFile>,
     /// Per input file, how its indices map into `table`.
     pub remaps: Vec<Remap>,
     /// Whole lines for stderr, each starting `note: ` or `warning: `: input
@@ -521,7 +379,54 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
-    let (files, mut notes) = drop_same_content(expand_inputs(paths)?);
+    let (files, notes) = drop_same_content(expand_inputs(paths)?);
+    let (loaded, states) = read_log_files(&files, notes, opts, keep_ops, make, per_op)?;
+    if loaded.reports.is_empty() {
+        return Err(IngestError::NoInputs { paths: paths.to_vec() });
+    }
+    Ok((loaded, states))
+}
+
+/// [`load_inputs_with`] on files already listed by [`expand_inputs`] (or
+/// sorted out of its list): the flag says whether the file was named, so a
+/// file found in a folder that is no log is skipped, not refused.
+pub fn load_listed_with<S, M, F>(
+    files: &[(PathBuf, bool)],
+    opts: &ReadOptions,
+    keep_ops: bool,
+    make: M,
+    per_op: F,
+) -> Result<(Loaded, Vec<S>), IngestError>
+where
+    S: Send + Default,
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, &CollOp) + Sync,
+{
+    let (kept, notes) = drop_same_content(files.to_vec());
+    let (loaded, states) = read_log_files(&kept, notes, opts, keep_ops, make, per_op)?;
+    if loaded.reports.is_empty() {
+        return Err(IngestError::NoInputs { paths: files.iter().map(|f| f.0.clone()).collect() });
+    }
+    Ok((loaded, states))
+}
+
+/// [`load_inputs_with`] on files already listed (and screened for repeated
+/// content, `notes` saying which were dropped). Files found in folders that
+/// are no NCCL log are left out (`Loaded::skipped_files`); with none read the
+/// table is empty and `Loaded::reports` too.
+pub(crate) fn read_log_files<S, M, F>(
+    files: &[(PathBuf, bool)],
+    mut notes: Vec<String>,
+    opts: &ReadOptions,
+    keep_ops: bool,
+    make: M,
+    per_op: F,
+) -> Result<(Loaded, Vec<S>), IngestError>
+where
+    S: Send + Default,
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, &CollOp) + Sync,
+{
     let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, S)> = files
         .par_iter()
         .map(|(path, explicit)| {
@@ -570,7 +475,7 @@ where
         }
     }
     if parts.is_empty() {
-        return Err(IngestError::NoInputs { paths: paths.to_vec() });
+        return Ok((Loaded { skipped_files, notes, ..Loaded::empty() }, states));
     }
     // Files repeating or contradicting earlier ones are not merged (their
     // per-file state is emptied too, so folded results do not count them).
@@ -646,6 +551,7 @@ impl Loaded {
             plugin_reports: Vec::new(),
             nvidia_reports: Vec::new(),
             skipped_files: Vec::new(),
+            benchmarks: Vec::new(),
             remaps: Vec::new(),
             notes: Vec::new(),
         }

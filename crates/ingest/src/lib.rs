@@ -4,8 +4,11 @@
 //! * [`nccl_log`]: `NCCL_DEBUG=INFO|TRACE` logs (streaming, byte-oriented);
 //! * [`topo_xml`]: the topology XML of `NCCL_TOPO_DUMP_FILE`, into the same
 //!   `Topology` the log's topology dump gives;
-//! * [`inputs`]: expands files and folders, reads them in parallel, merges
-//!   the per-file tables and assembles global ranks and logical communicators;
+//! * [`inputs`]: expands files and folders (and unpacks archives), reads logs
+//!   in parallel, merges the per-file tables and assembles global ranks and
+//!   logical communicators;
+//! * [`kind`]: what each input file is; [`load_any`]: every kind together,
+//!   each file by its own reader, unknown files in folders skipped with a note;
 //! * [`merge`]: joins per-file tables, remapping their indices;
 //! * [`lines`], [`lines_mapped`], [`bytes`]: the buffered and the memory-mapped
 //!   line readers and byte-scanning helpers.
@@ -18,9 +21,11 @@ pub mod inputs;
 pub mod inspector;
 pub mod json_util;
 pub mod kernel_name;
+pub mod kind;
 pub mod kineto;
 pub mod lines;
 pub mod lines_mapped;
+pub mod load_any;
 pub mod merge;
 pub mod nccl_log;
 pub mod nccl_tests;
@@ -31,4 +36,7 @@ mod plugin_out_table;
 pub mod topo_xml;
 
 pub use error::IngestError;
-pub use inputs::{expand_inputs, expand_inputs_noted, load_any, load_inputs, sniff, Expanded, InputFormat, Loaded};
+pub use inputs::{
+    expand_inputs, expand_inputs_noted, load_any, load_inputs, sniff, unpack_archives, Expanded, InputFormat, Loaded,
+};
+pub use kind::{classify, FileKind, Side};

@@ -193,7 +193,7 @@ pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, Strin
         for p in &part.processes {
             let k = (p.host.clone(), p.pid);
             match procs.get(&k) {
-                Some(&j) if counts => shared.push((j, i, format!("{}:{}", k.0, k.1))),
+                Some(&j) if counts && j != i => shared.push((j, i, format!("{}:{}", k.0, k.1))),
                 Some(_) => {}
                 None => {
                     procs.insert(k, i);

@@ -65,6 +65,8 @@ pub struct BenchRun {
     /// `Using devices` block; 0 when the file lists none.
     pub ranks: u32,
     pub hosts: Vec<String>,
+    /// Ranks listed on each of `hosts` (same order).
+    pub gpus_per_host: Vec<u32>,
     pub gpu_models: Vec<String>,
     pub rows: Vec<BenchRow>,
     /// `# Avg bus bandwidth : X` (GB/s).
@@ -89,9 +91,59 @@ pub struct BenchFile {
     pub malformed: Vec<(u64, String)>,
 }
 
-/// Whether `head` (the first few KiB of a file) holds an nccl-tests table header.
+/// Whether `head` (the first few KiB of a file) holds an nccl-tests table header
+/// (also behind `srun -l` labels, Markdown quotes and call-site marks).
 pub fn looks_like_nccl_tests(head: &[u8]) -> bool {
-    head.split(|&b| b == b'\n').any(|l| header_columns(strip_decoration(l)).is_some())
+    head.split(|&b| b == b'\n').any(|l| header_columns(strip_decoration(&strip_call_sites(l))).is_some())
+}
+
+/// What [`sniff_file`] saw of a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BenchSniff {
+    /// An nccl-tests table header was found.
+    pub tables: bool,
+    /// NCCL debug lines (` NCCL INFO `) came before it (or in the part read):
+    /// the file is also an NCCL log (nccl-tests run with `NCCL_DEBUG=INFO`).
+    pub nccl_lines: bool,
+}
+
+/// Bytes read before giving up on a file that shows no sign of nccl-tests.
+const SNIFF_HEAD: u64 = 64 << 10;
+/// Bytes read at most once the file has shown nccl-tests' preamble
+/// (`# nThread …`, `# Using devices`, `# Rank …`): the preamble grows with the
+/// job (one `Rank` line per rank, NCCL's init lines between), so the table
+/// header of a 2,048-rank job lies far beyond the first 64 KiB.
+const SNIFF_PREAMBLE: u64 = 256 << 20;
+
+/// Whether `path` (plain or gzip) holds nccl-tests results, reading lines until
+/// the first table header: at most 64 KiB unless the nccl-tests preamble was
+/// seen there, then as far as the preamble goes (see [`SNIFF_PREAMBLE`]).
+pub fn sniff_file(path: &Path) -> std::io::Result<BenchSniff> {
+    let mut lines = crate::lines::LineReader::new(crate::lines::open_maybe_gz(path)?, 1 << 20);
+    let mut out = BenchSniff::default();
+    let mut preamble = false;
+    let mut seen = 0u64;
+    let nccl = memmem::Finder::new(b" NCCL INFO ");
+    while let Some(raw) = lines.next_line()? {
+        seen += raw.len() as u64 + 1;
+        out.nccl_lines |= nccl.find(raw).is_some();
+        let unmarked = strip_call_sites(raw);
+        let l = strip_decoration(&unmarked);
+        // Headers start with `#`, or with `size` where Markdown ate the `#`.
+        if matches!(l.first(), Some(b'#' | b's')) && header_columns(l).is_some() {
+            out.tables = true;
+            return Ok(out);
+        }
+        if l.first() == Some(&b'#') {
+            let n = l.iter().take_while(|&&b| b == b'#' || b.is_ascii_whitespace()).count();
+            const PREAMBLE: [&[u8]; 4] = [b"nThread ", b"Using devices", b"Rank ", b"Collective test starting"];
+            preamble |= PREAMBLE.iter().any(|k| l[n..].starts_with(k));
+        }
+        if seen > if preamble { SNIFF_PREAMBLE } else { SNIFF_HEAD } {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// Reads every table of an nccl-tests output (plain or gzip).
@@ -252,6 +304,9 @@ struct State {
     command: Option<OpKind>,
     ranks: u32,
     hosts: Vec<String>,
+    gpus_per_host: Vec<u32>,
+    /// (rank, host index) pairs seen: a rank listed twice counts once.
+    rank_hosts: std::collections::HashSet<(u32, usize)>,
     gpu_models: Vec<String>,
 }
 
@@ -259,6 +314,8 @@ impl State {
     fn reset_job(&mut self) {
         self.ranks = 0;
         self.hosts.clear();
+        self.gpus_per_host.clear();
+        self.rank_hosts.clear();
         self.gpu_models.clear();
     }
 
@@ -270,8 +327,13 @@ impl State {
         self.ranks = self.ranks.max(rank + 1);
         if let Some(i) = words.iter().position(|w| *w == "on") {
             if let Some(h) = words.get(i + 1) {
-                if !self.hosts.iter().any(|x| x == h) {
+                let at = self.hosts.iter().position(|x| x == h).unwrap_or_else(|| {
                     self.hosts.push(h.to_string());
+                    self.gpus_per_host.push(0);
+                    self.hosts.len() - 1
+                });
+                if self.rank_hosts.insert((rank, at)) {
+                    self.gpus_per_host[at] += 1;
                 }
             }
         }
@@ -305,6 +367,7 @@ impl State {
             kind_from: from,
             ranks: self.ranks,
             hosts: self.hosts.clone(),
+            gpus_per_host: self.gpus_per_host.clone(),
             gpu_models: self.gpu_models.clone(),
             rows: tb.rows,
             avg_busbw_gb_s: tb.avg,

@@ -1,5 +1,6 @@
-//! `commlens diff A B`: compares two runs (any input kind each) and exits 1
-//! when a figure regressed beyond `--threshold` percent, so CI can gate on it.
+//! `commlens diff A B`: compares two runs (any input kind each), or two
+//! nccl-tests outputs per collective and message size, and exits 1 when a
+//! figure regressed beyond `--threshold` percent, so CI can gate on it.
 
 use crate::Format;
 use commlens_analyze::diff::{diff, DiffOptions, DiffReport, RunProfile, Verdict};
@@ -12,8 +13,20 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     if !(threshold_pct.is_finite() && threshold_pct >= 0.0) {
         return Err(format!("--threshold must be a non-negative percentage, got {threshold_pct}").into());
     }
-    let pa = profile(a)?;
-    let pb = profile(b)?;
+    let (pa, bench_a) = profile_any(a)?;
+    let (pb, bench_b) = profile_any(b)?;
+    if bench_a != bench_b {
+        let (bench, run) = if bench_a { (a, b) } else { (b, a) };
+        return Err(format!(
+            "{} holds nccl-tests results and {} a run's operations: diff compares two runs or two benchmarks; \
+             to compare a run with a benchmark: commlens report {} --baseline {} -o report.html",
+            bench.display(),
+            run.display(),
+            run.display(),
+            bench.display()
+        )
+        .into());
+    }
     let d = diff(&pa, &pb, &DiffOptions { threshold: threshold_pct / 100.0 });
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
@@ -29,9 +42,46 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     Ok(n > 0)
 }
 
-/// Loads one run and computes its comparable figures.
-pub fn profile(p: &Path) -> Result<RunProfile, Box<dyn std::error::Error>> {
+/// Loads one input and computes its comparable figures: a run's (see
+/// [`profile`]), or, for nccl-tests outputs (flag set), per collective and
+/// message size the bus bandwidth and time of the best direction, and each
+/// run's average bus bandwidth.
+pub fn profile_any(p: &Path) -> Result<(RunProfile, bool), Box<dyn std::error::Error>> {
     let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
+    if loaded.table.n_ops() > 0 || loaded.benchmarks.is_empty() {
+        return Ok((profile_of(p, &loaded)?, false));
+    }
+    Ok((benchmark_profile(&p.display().to_string(), &loaded.benchmarks), true))
+}
+
+/// The figures of nccl-tests outputs (see [`profile_any`]). Runs of one
+/// collective with different rank counts are told apart by their ranks.
+pub fn benchmark_profile(label: &str, files: &[commlens_ingest::nccl_tests::BenchFile]) -> RunProfile {
+    use commlens_analyze::diff::Better;
+    let mut prof = RunProfile { label: label.to_string(), ..RunProfile::default() };
+    let runs: Vec<_> = files.iter().flat_map(|f| &f.runs).collect();
+    for r in &runs {
+        let kind = r.kind.map_or("unknown collective", |k| k.name());
+        let same_kind = runs.iter().filter(|x| x.kind == r.kind).count();
+        let name = if same_kind > 1 && r.ranks > 0 { format!("nccl-tests {kind} ({} ranks)", r.ranks) } else { format!("nccl-tests {kind}") };
+        for row in r.rows.iter().filter(|x| x.bytes > 0) {
+            // Right-aligned byte counts keep the sizes in order in the table.
+            let size = format!("{:>13} B ({})", row.bytes, commlens_export::human_bytes(row.bytes));
+            let best = if row.in_place.busbw_gb_s > row.out_of_place.busbw_gb_s { &row.in_place } else { &row.out_of_place };
+            // Each row is nccl-tests' mean over its iterations: enough samples to compare.
+            let n = commlens_analyze::diff::MIN_BW_SAMPLES;
+            prof.put(format!("{name} {size} busbw"), best.busbw_gb_s, "GB/s", Better::Higher, n);
+            prof.put(format!("{name} {size} time"), best.time_us * 1e3, "ns", Better::Lower, n);
+        }
+        if let Some(avg) = r.avg_busbw_gb_s {
+            prof.put(format!("{name} avg busbw"), avg, "GB/s", Better::Higher, commlens_analyze::diff::MIN_BW_SAMPLES);
+        }
+    }
+    prof
+}
+
+/// The comparable figures of a run already loaded from `p`.
+fn profile_of(p: &Path, loaded: &commlens_ingest::Loaded) -> Result<RunProfile, Box<dyn std::error::Error>> {
     if loaded.table.n_ops() == 0 {
         return Err(format!("{}: no NCCL operations", p.display()).into());
     }

@@ -22,16 +22,31 @@ pub struct ReportArgs<'a> {
 }
 
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
-    let baselines = if a.baselines.is_empty() { Vec::new() } else { crate::baseline::load(a.baselines)? };
+    let mut baselines = if a.baselines.is_empty() { Vec::new() } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
     let loaded = crate::load::load(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let t = &loaded.table;
+    if t.n_ops() == 0 && !loaded.benchmarks.is_empty() {
+        // nccl-tests outputs alone: their curves and tables are the report.
+        let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
+        let report = benchmark_report(&loaded.benchmarks, &labels, a.title);
+        write_report(&report, a.out)?;
+        let runs: usize = loaded.benchmarks.iter().map(|b| b.runs.len()).sum();
+        println!(
+            "wrote {} (nccl-tests: {runs} runs from {} files); open it in any browser, it needs no network",
+            a.out.display(),
+            loaded.benchmarks.len()
+        );
+        return Ok(());
+    }
     if t.n_ops() == 0 {
         return Err("no NCCL operations in the inputs: nothing to report".into());
     }
+    // nccl-tests outputs among the inputs are the run's baselines too.
+    baselines.extend(crate::baseline::from_files(&loaded.benchmarks));
     let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let report = build(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title)?;
     write_report(&report, a.out)?;
@@ -120,4 +135,56 @@ pub fn write_report(r: &Report, out: &Path) -> CmdResult {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     Ok(crate::outputs::write_file_atomic(out, |w| write_html(r, w))?)
+}
+
+/// The report of nccl-tests outputs alone: per run a bus-bandwidth curve over
+/// message sizes (best of out-of-place and in-place), the summary and per-size
+/// tables `stats` prints, and the job's hosts.
+pub fn benchmark_report(files: &[commlens_ingest::nccl_tests::BenchFile], inputs: &[String], title: Option<&str>) -> Report {
+    use commlens_export::report::{Bandwidth, BandwidthSeries, BwPoint, Figure};
+    let runs: Vec<&commlens_ingest::nccl_tests::BenchRun> = files.iter().flat_map(|f| &f.runs).collect();
+    let job = super::stats::Job::of_benchmarks(files);
+    let peak = runs.iter().map(|r| r.peak_busbw_gb_s()).fold(0.0, f64::max);
+    let series = runs
+        .iter()
+        .map(|r| BandwidthSeries {
+            kind: format!(
+                "{}{}",
+                r.kind.map_or("unknown collective", |k| k.name()),
+                if r.ranks > 0 { format!(", {} ranks", r.ranks) } else { String::new() }
+            ),
+            points: r
+                .rows
+                .iter()
+                .filter(|x| x.bytes > 0)
+                .map(|x| BwPoint {
+                    bytes: x.bytes,
+                    busbw_gb_s: x.out_of_place.busbw_gb_s.max(x.in_place.busbw_gb_s),
+                    efficiency: None,
+                    vs_baseline: None,
+                })
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect::<Vec<_>>();
+    Report {
+        title: title.map_or_else(|| "commlens report: nccl-tests results".to_string(), str::to_string),
+        generated_by: format!("commlens {}", env!("CARGO_PKG_VERSION")),
+        inputs: inputs.to_vec(),
+        summary: vec![
+            Figure::new("benchmark runs", runs.len().to_string()),
+            Figure::new("nodes", if job.nodes > 0 { job.nodes.to_string() } else { "unknown".into() }),
+            Figure::new("peak bus bandwidth", format!("{peak:.2} GB/s")),
+        ],
+        notes: vec!["nccl-tests outputs only: no training operations, so only the benchmark curves are shown".into()],
+        bandwidth: (!series.is_empty()).then(|| Bandwidth {
+            series,
+            limits: Vec::new(),
+            convention: "nccl-tests (busbw = algbw × bus factor)".into(),
+            notes: Vec::new(),
+            baselines: Vec::new(),
+        }),
+        tables: crate::baseline::tables(files).iter().map(Into::into).collect(),
+        ..Report::default()
+    }
 }

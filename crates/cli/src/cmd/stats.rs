@@ -8,7 +8,8 @@ use super::CmdResult;
 use crate::render;
 use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
-use commlens_ingest::inputs::{expand_inputs, load_inputs_with, sniff, InputFormat};
+use commlens_ingest::inputs::{expand_inputs, load_listed_with, InputFormat};
+use commlens_ingest::kind::{classify, FileKind};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nccl_tests::BenchFile;
 use std::path::PathBuf;
@@ -16,15 +17,27 @@ use std::path::PathBuf;
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     // Our own Parquet tables are read whole (crate::load); the rest as before.
     let split = crate::load::split_inputs(inputs)?;
-    let (mut bench, mut rest) = (Vec::new(), Vec::new());
+    // Each file by its kind: benchmark tables are read here, the rest by the
+    // log reader (streamed) or, when any is a trace or plugin output, whole.
+    let (mut bench, mut rest, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    let mut traces = !split.parquet.is_empty();
     if !split.rest.is_empty() {
-        for (p, _) in expand_inputs(&split.rest)? {
-            let (tables, nccl_lines) = crate::baseline::sniff_benchmark(&p);
-            if tables {
-                bench.push(p.clone());
-            }
-            if !tables || nccl_lines {
-                rest.push(p);
+        for (p, explicit) in expand_inputs(&split.rest)? {
+            match classify(&p)? {
+                FileKind::Benchmark { nccl_lines } => {
+                    bench.push(p.clone());
+                    if nccl_lines {
+                        // Its NCCL lines are read too; no error when they hold no operation.
+                        rest.push((p, false));
+                    }
+                }
+                FileKind::Ops(f) => {
+                    traces |= f != InputFormat::NcclLog;
+                    rest.push((p, explicit));
+                }
+                // Named explicitly: the reader says what it is (and refuses it).
+                _ if explicit => rest.push((p, explicit)),
+                k => skipped.push((p, k)),
             }
         }
     }
@@ -33,18 +46,11 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         print_benchmarks(read_benchmarks(&bench)?, format, true)?;
         return Ok(());
     }
-    let inputs = if bench.is_empty() { split.rest.clone() } else { rest };
-    let inputs = &inputs[..];
     let printed_benchmarks = !bench.is_empty();
-    let mut traces = !split.parquet.is_empty();
-    if !inputs.is_empty() {
-        for (p, _) in expand_inputs(inputs)? {
-            traces |= sniff(&p)? != InputFormat::NcclLog;
-        }
-    }
     if traces {
-        // Kernel traces and tables are small next to logs: read whole, then aggregate.
-        let both = crate::load::Split { parquet: split.parquet.clone(), rest: inputs.to_vec() };
+        // Kernel traces and tables are small next to logs: read whole, then
+        // aggregate (load_any sorts the folders' files again and says what it skipped).
+        let both = crate::load::Split { parquet: split.parquet.clone(), rest: split.rest.clone() };
         let loaded = crate::load::load_split(&both, &ReadOptions::default())?;
         // JSON stays one document: the benchmark results join the stats object.
         let bench_json = print_benchmarks(read_benchmarks(&bench)?, format, false)?;
@@ -79,19 +85,36 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         });
         return print_stats(&loaded.table, &agg, format, inputs, bench_json);
     }
+    for (p, k) in &skipped {
+        let why = match k {
+            FileKind::TopoXml => "an NCCL topology XML: `commlens topo` reads it".to_string(),
+            k => format!("a {} inside a folder: name it on the command line to read it unpacked", k.name()),
+        };
+        eprintln!("note: skipped {}: {why}", p.display());
+    }
+    let paths: Vec<PathBuf> = rest.iter().map(|f| f.0.clone()).collect();
+    let inputs = &paths[..];
     let (progress, bar) = crate::progress::for_inputs(inputs);
     let opts = ReadOptions { progress, ..ReadOptions::default() };
     // Logs that share stdout with nccl-tests hold both: their benchmark
     // tables are read while the logs are.
     let (loaded, read) = rayon::join(
-        || load_inputs_with(inputs, &opts, false, Aggregate::default, |a, op| a.add(op)),
+        || load_listed_with(&rest, &opts, false, Aggregate::default, |a, op| a.add(op)),
         || read_benchmarks(&bench),
     );
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let (loaded, aggs) = loaded?;
-    let bench_json = print_benchmarks(read?, format, false)?;
+    let (loaded, aggs) = match loaded {
+        // Benchmarks beside files that are no log (notes, scripts): the tables alone.
+        Err(commlens_ingest::IngestError::NoInputs { paths }) if printed_benchmarks => {
+            let why = crate::load::why_no_inputs(&paths);
+            eprintln!("note: skipped {} files beside the nccl-tests outputs{}", paths.len(), why.replace("; every file was refused or passed over:", ":"));
+            print_benchmarks(read?, format, true)?;
+            return Ok(());
+        }
+        other => other?,
+    };
     let mut agg = Aggregate::default();
     for (a, r) in aggs.into_iter().zip(&loaded.remaps) {
         if !a.cells.is_empty() {
@@ -104,9 +127,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     if t.devices.is_empty() && agg.cells.is_empty() {
         if printed_benchmarks {
             eprintln!("note: the NCCL lines beside the benchmark tables hold no communicators or operations");
-            if format == Format::Json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nccl_tests": bench_json }))?);
-            }
+            print_benchmarks_of(read?, format, true, Some(Job::of_table(t)))?;
             return Ok(());
         }
         return Err("no communicators and no operations in the inputs: the logs have neither init lines nor \
@@ -119,6 +140,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
              NCCL writes them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL (or ALL)."
         );
     }
+    let bench_json = print_benchmarks(read?, format, false)?;
     print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
 }
 
@@ -132,17 +154,41 @@ fn read_benchmarks(files: &[PathBuf]) -> Result<Vec<BenchFile>, commlens_ingest:
 /// when there are none). In JSON the results are returned (and printed only
 /// when `alone`), so that one document holds everything.
 fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    print_benchmarks_of(read, format, alone, None)
+}
+
+/// [`print_benchmarks`], the job line adding what `logged` (the NCCL lines
+/// beside the tables) says: NCCL versions, hosts.
+fn print_benchmarks_of(
+    read: Vec<BenchFile>,
+    format: Format,
+    alone: bool,
+    logged: Option<Job>,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     if read.is_empty() {
         return Ok(serde_json::Value::Null);
+    }
+    let mut job = Job::of_benchmarks(&read);
+    if let Some(l) = logged {
+        job.nccl_versions = l.nccl_versions;
+        if job.nodes == 0 {
+            (job.nodes, job.hosts) = (l.nodes, l.hosts);
+        }
     }
     match format {
         Format::Json => {
             let v = serde_json::to_value(&read)?;
             if alone {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nccl_tests": v }))?);
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "job": job, "nccl_tests": v }))?);
             }
             return Ok(v);
         }
+        Format::Csv if alone => println!("{}", job.csv()),
+        Format::Table if alone => println!("{}\n", job.line()),
+        _ => {}
+    }
+    match format {
+        Format::Json => {}
         Format::Csv | Format::Table => {
             if format == Format::Csv {
                 // The table's notes do not reach CSV: the rows left out are said on stderr.
@@ -175,15 +221,17 @@ fn print_stats(
     for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)) {
         eprintln!("warning: {w}");
     }
+    let job = Job::of_table(t);
     match format {
         Format::Table => {
+            println!("{}\n", job.line());
             for tab in render::stats_tables(&report) {
                 println!("{}", tab.to_text());
             }
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let mut v = serde_json::json!({ "inputs": inputs, "stats": report });
+            let mut v = serde_json::json!({ "job": job, "inputs": inputs, "stats": report });
             if !nccl_tests.is_null() {
                 v["nccl_tests"] = nccl_tests;
             }
@@ -191,4 +239,61 @@ fn print_stats(
         }
     }
     Ok(())
+}
+
+/// The job the inputs describe, printed first by `stats` and `topo` in every
+/// format: NCCL versions (from the logs' `NCCL version` lines) and nodes
+/// (distinct host names of the processes, or of nccl-tests' `Rank` lines).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct Job {
+    pub nccl_versions: Vec<String>,
+    pub nodes: usize,
+    pub hosts: Vec<String>,
+}
+
+impl Job {
+    pub fn of_table(t: &commlens_core::OpTable) -> Job {
+        let mut versions: Vec<commlens_core::NcclVersion> = t.processes.iter().filter_map(|p| p.nccl_version).collect();
+        versions.sort();
+        versions.dedup();
+        let mut hosts: Vec<String> =
+            t.processes.iter().map(|p| p.host.clone()).filter(|h| !h.is_empty() && h != "?").collect();
+        hosts.sort();
+        hosts.dedup();
+        Job { nccl_versions: versions.iter().map(|v| v.to_string()).collect(), nodes: hosts.len(), hosts }
+    }
+
+    pub fn of_benchmarks(files: &[BenchFile]) -> Job {
+        let mut hosts: Vec<String> = files.iter().flat_map(|f| &f.runs).flat_map(|r| r.hosts.iter().cloned()).collect();
+        hosts.sort();
+        hosts.dedup();
+        Job { nccl_versions: Vec::new(), nodes: hosts.len(), hosts }
+    }
+
+    /// `job: NCCL 2.26.6 on 2 nodes (a, b)`, saying what the inputs did not tell.
+    pub fn line(&self) -> String {
+        let versions = match self.nccl_versions.as_slice() {
+            [] => "NCCL version unknown (the inputs do not name it)".to_string(),
+            [v] => format!("NCCL {v}"),
+            vs => format!("NCCL versions {} (mixed)", vs.join(", ")),
+        };
+        let nodes = match self.nodes {
+            0 => "node count unknown (no host names in the inputs)".to_string(),
+            n => {
+                let mut h: Vec<&str> = self.hosts.iter().take(4).map(String::as_str).collect();
+                if self.hosts.len() > 4 {
+                    h.push("…");
+                }
+                format!("{n} node{} ({})", if n == 1 { "" } else { "s" }, h.join(", "))
+            }
+        };
+        format!("job: {versions}; {nodes}")
+    }
+
+    /// A `# job` CSV section (the tables of `topo` and of benchmark-only `stats` are sections too).
+    pub fn csv(&self) -> String {
+        let mut t = commlens_export::table::Table::new("job", &["nccl_versions", "nodes", "hosts"]);
+        t.row(vec![self.nccl_versions.join(";"), self.nodes.to_string(), self.hosts.join(";")]);
+        format!("# job\n{}", t.to_csv())
+    }
 }

@@ -392,17 +392,21 @@ impl LogParser {
     /// one garbled line cannot rename a host that many clean lines agree on.
     fn fold_debris_hosts(&mut self) {
         let procs = &mut self.table.processes;
-        let evidence: Vec<u64> = self.procs.iter().map(|p| p.clean_segments).collect();
+        // Only spellings of one pid compete: group by pid first, so thousands
+        // of processes cost a sort, not a comparison of every pair.
+        let mut by_pid: Vec<(u32, usize)> = procs.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+        by_pid.sort_unstable();
         let related = |a: &str, b: &str| a.ends_with(b) || b.ends_with(a);
-        let names: Vec<String> = procs.iter().map(|p| p.host.clone()).collect();
-        for i in 0..procs.len() {
-            let best = (0..procs.len())
-                .filter(|&j| procs[j].pid == procs[i].pid && related(&names[i], &names[j]))
-                // Most clean segments; on a tie the shorter name (debris is glued in front).
-                .max_by(|&a, &b| evidence[a].cmp(&evidence[b]).then(names[b].len().cmp(&names[a].len())));
-            if let Some(j) = best {
-                if j != i {
-                    procs[i].host = names[j].clone();
+        for same in by_pid.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
+            let names: Vec<String> = same.iter().map(|&(_, i)| procs[i].host.clone()).collect();
+            let evidence: Vec<u64> = same.iter().map(|&(_, i)| self.procs[i].clean_segments).collect();
+            for (k, &(_, i)) in same.iter().enumerate() {
+                let best = (0..same.len())
+                    .filter(|&m| related(&names[k], &names[m]))
+                    // Most clean segments; on a tie the shorter name (debris is glued in front).
+                    .max_by(|&a, &b| evidence[a].cmp(&evidence[b]).then(names[b].len().cmp(&names[a].len())));
+                if let Some(m) = best.filter(|&m| m != k) {
+                    procs[i].host = names[m].clone();
                 }
             }
         }
