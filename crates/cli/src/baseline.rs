@@ -132,6 +132,22 @@ pub fn tables(files: &[BenchFile]) -> Vec<Table> {
         "nccl-tests results",
         &["file", "run", "collective", "named by", "ranks", "hosts", "GPU", "sizes", "peak busbw", "at size", "avg busbw"],
     );
+    sum.csv_columns(&[
+        "file",
+        "run",
+        "collective",
+        "named_by",
+        "ranks",
+        "hosts",
+        "gpu",
+        "sizes",
+        "min_size_bytes",
+        "max_size_bytes",
+        "peak_busbw_gb_s",
+        "peak_at_bytes",
+        "avg_busbw_gb_s",
+    ]);
+    let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
     let mut per_run = Vec::new();
     for f in files {
         let name = Path::new(&f.path).file_name().map_or(f.path.clone(), |n| n.to_string_lossy().into_owned());
@@ -144,26 +160,67 @@ pub fn tables(files: &[BenchFile]) -> Vec<Table> {
                 (Some(a), Some(b)) => format!("{}–{} ({})", human_bytes(a.bytes), human_bytes(b.bytes), r.rows.len()),
                 _ => "–".into(),
             };
-            sum.row(vec![
+            let csv = vec![
                 name.clone(),
                 (i + 1).to_string(),
-                kind.into(),
-                r.kind_from.unwrap_or("–").into(),
-                if r.ranks > 0 { r.ranks.to_string() } else { "?".into() },
+                r.kind.map_or(String::new(), |k| k.name().to_string()),
+                r.kind_from.unwrap_or("").into(),
+                if r.ranks > 0 { r.ranks.to_string() } else { String::new() },
                 r.hosts.len().to_string(),
                 r.gpu_models.join(", "),
-                sizes,
-                format!("{:.2} GB/s", r.peak_busbw_gb_s()),
-                peak.map_or("–".into(), |p| human_bytes(p.bytes)),
-                r.avg_busbw_gb_s.map_or("–".into(), |v| format!("{v:.2} GB/s")),
-            ]);
+                r.rows.len().to_string(),
+                r.rows.first().map_or(String::new(), |a| a.bytes.to_string()),
+                r.rows.last().map_or(String::new(), |b| b.bytes.to_string()),
+                num(peak.map(|_| r.peak_busbw_gb_s())),
+                peak.map_or(String::new(), |p| p.bytes.to_string()),
+                num(r.avg_busbw_gb_s),
+            ];
+            sum.row_with_csv(
+                vec![
+                    name.clone(),
+                    (i + 1).to_string(),
+                    kind.into(),
+                    r.kind_from.unwrap_or("–").into(),
+                    if r.ranks > 0 { r.ranks.to_string() } else { "?".into() },
+                    r.hosts.len().to_string(),
+                    r.gpu_models.join(", "),
+                    sizes,
+                    format!("{:.2} GB/s", r.peak_busbw_gb_s()),
+                    peak.map_or("–".into(), |p| human_bytes(p.bytes)),
+                    r.avg_busbw_gb_s.map_or("–".into(), |v| format!("{v:.2} GB/s")),
+                ],
+                csv,
+            );
             let mut t = Table::new(
                 &format!("{name} run {} — {kind}", i + 1),
                 &["size", "count", "type", "redop", "oop time us", "oop busbw", "ip time us", "ip busbw", "errors"],
             );
+            t.csv_columns(&[
+                "size_bytes",
+                "count",
+                "type",
+                "redop",
+                "oop_time_us",
+                "oop_busbw_gb_s",
+                "ip_time_us",
+                "ip_busbw_gb_s",
+                "errors",
+            ]);
             for row in &r.rows {
                 let errs = [row.out_of_place.errors, row.in_place.errors];
-                t.row(vec![
+                let err_sum = (!errs.iter().all(Option::is_none)).then(|| errs.iter().flatten().sum::<f64>());
+                let csv = vec![
+                    row.bytes.to_string(),
+                    row.count.to_string(),
+                    row.dtype.clone(),
+                    row.redop.clone().unwrap_or_default(),
+                    row.out_of_place.time_us.to_string(),
+                    row.out_of_place.busbw_gb_s.to_string(),
+                    row.in_place.time_us.to_string(),
+                    row.in_place.busbw_gb_s.to_string(),
+                    num(err_sum),
+                ];
+                t.row_with_csv(vec![
                     human_bytes(row.bytes),
                     row.count.to_string(),
                     row.dtype.clone(),
@@ -172,12 +229,8 @@ pub fn tables(files: &[BenchFile]) -> Vec<Table> {
                     format!("{:.2}", row.out_of_place.busbw_gb_s),
                     format!("{:.2}", row.in_place.time_us),
                     format!("{:.2}", row.in_place.busbw_gb_s),
-                    if errs.iter().all(Option::is_none) {
-                        "N/A".into()
-                    } else {
-                        errs.iter().flatten().sum::<f64>().to_string()
-                    },
-                ]);
+                    err_sum.map_or_else(|| "N/A".into(), |e| e.to_string()),
+                ], csv);
             }
             per_run.push(t);
         }

@@ -249,7 +249,7 @@ fn model_and_report_on_the_generated_run() {
     let (code, out, err) = commlens(&["model", conf.to_str().unwrap(), dir.to_str().unwrap(), "--format", "csv"]);
     assert_eq!(code, 0, "{err}");
     let pp = out.lines().find(|l| l.starts_with("PP,")).expect("PP row");
-    assert_eq!(csv_fields(pp)[5], "1.000", "{pp}");
+    assert_eq!(csv_fields(pp)[5].parse::<f64>().ok(), Some(1.0), "{pp}");
     assert!(out.lines().any(|l| l.starts_with("TP,")), "{out}");
     // Theory alone works without inputs.
     let (code, out, _) = commlens(&["model", conf.to_str().unwrap()]);

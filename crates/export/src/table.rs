@@ -16,6 +16,11 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
     /// Lines printed under the table (notes, totals).
     pub notes: Vec<String>,
+    /// Columns of the CSV form when it differs from the text (numbers in base
+    /// units named in the header, where the text shows `16.0 MiB`); empty:
+    /// CSV has the text's columns.
+    pub csv_headers: Vec<String>,
+    pub csv_rows: Vec<Vec<String>>,
 }
 
 impl Table {
@@ -40,6 +45,20 @@ impl Table {
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.headers.len());
         self.rows.push(cells);
+    }
+
+    /// Gives the CSV form its own columns (see [`Table::row_with_csv`]):
+    /// machine-readable names with the unit (`size_bytes`, `busbw_gb_s`).
+    pub fn csv_columns(&mut self, headers: &[&str]) {
+        self.csv_headers = headers.iter().map(|h| h.to_string()).collect();
+    }
+
+    /// A row shown as `cells` and written to CSV as `csv` (plain numbers,
+    /// empty when unknown); needs [`Table::csv_columns`].
+    pub fn row_with_csv(&mut self, cells: Vec<String>, csv: Vec<String>) {
+        debug_assert_eq!(csv.len(), self.csv_headers.len());
+        self.row(cells);
+        self.csv_rows.push(csv);
     }
 
     pub fn note(&mut self, s: impl Into<String>) {
@@ -101,6 +120,13 @@ impl Table {
             out.push_str(&quoted.join(","));
             out.push('\n');
         };
+        if !self.csv_headers.is_empty() {
+            write_row(&self.csv_headers, &mut out);
+            for r in &self.csv_rows {
+                write_row(r, &mut out);
+            }
+            return out;
+        }
         write_row(&self.headers, &mut out);
         for r in &self.rows {
             write_row(r, &mut out);
@@ -114,6 +140,19 @@ fn csv_field(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+/// A byte figure over `ops` operations of which `unknown` have no known
+/// size: `?` when none is known, `16.0 MiB+?` (a lower bound) when some are
+/// unknown, else [`human_bytes`]. Unknown sizes are never shown as 0 B.
+pub fn human_bytes_of(b: u64, ops: u64, unknown: u64) -> String {
+    if unknown == 0 {
+        human_bytes(b)
+    } else if unknown >= ops {
+        "?".to_string()
+    } else {
+        format!("{}+?", human_bytes(b))
     }
 }
 
@@ -154,6 +193,15 @@ mod tests {
         assert_eq!(lines[3], "a              1");
         assert_eq!(lines[4], "long name  12345");
         assert_eq!(lines[5], "note");
+    }
+
+    #[test]
+    fn csv_columns_replace_display_strings() {
+        let mut t = Table::new("t", &["size>", "busbw>"]);
+        t.csv_columns(&["size_bytes", "busbw_gb_s"]);
+        t.row_with_csv(vec!["16.0 MiB".into(), "12.50 GB/s".into()], vec!["16777216".into(), "12.5".into()]);
+        assert_eq!(t.to_csv(), "size_bytes,busbw_gb_s\n16777216,12.5\n");
+        assert!(t.to_text().contains("16.0 MiB") && t.to_text().contains("12.50 GB/s"));
     }
 
     #[test]

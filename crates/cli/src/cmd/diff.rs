@@ -102,26 +102,32 @@ fn fmt(v: Option<f64>, unit: &str) -> String {
 /// The comparison table; without `all`, unchanged rows are left out (and counted).
 pub fn table(d: &DiffReport, all: bool) -> Table {
     let mut t = Table::new(&format!("Diff: {} → {}", d.a, d.b), &["figure", "A", "B", "change", "verdict"]);
+    // CSV: each figure's values as plain numbers with their unit in a column.
+    t.csv_columns(&["figure", "unit", "a", "b", "change_pct", "verdict"]);
+    let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
     let mut same = 0;
     for r in &d.rows {
         if !all && r.verdict == Verdict::Same {
             same += 1;
             continue;
         }
-        t.row(vec![
-            r.name.clone(),
-            fmt(r.a, r.unit),
-            fmt(r.b, r.unit),
-            r.change.map_or("—".into(), |c| format!("{:+.1}%", c * 100.0)),
-            match r.verdict {
-                Verdict::Same => "same",
-                Verdict::Improved => "better",
-                Verdict::Regressed => "REGRESSED",
-                Verdict::Changed => "changed",
-                Verdict::Missing => "only in one run",
-            }
-            .to_string(),
-        ]);
+        let verdict = match r.verdict {
+            Verdict::Same => "same",
+            Verdict::Improved => "better",
+            Verdict::Regressed => "REGRESSED",
+            Verdict::Changed => "changed",
+            Verdict::Missing => "only in one run",
+        };
+        t.row_with_csv(
+            vec![
+                r.name.clone(),
+                fmt(r.a, r.unit),
+                fmt(r.b, r.unit),
+                r.change.map_or("—".into(), |c| format!("{:+.1}%", c * 100.0)),
+                verdict.to_string(),
+            ],
+            vec![r.name.clone(), r.unit.to_string(), num(r.a), num(r.b), num(r.change.map(|c| c * 100.0)), verdict.to_string()],
+        );
     }
     if same > 0 {
         t.note(format!("{same} figures within ±{:.1}% left out (--all shows them)", d.threshold * 100.0));

@@ -43,9 +43,32 @@ pub fn run(config: &Path, inputs: &[PathBuf], format: Format) -> CmdResult {
         &format!("Communication volume per rank over {} iterations (theory{})", c.iterations, if t.is_some() { " vs observed" } else { "" }),
         &["parallelism", "rank role", "theory", "per iteration", "observed (moved)", "ratio", "observed (logged)", "logged ratio", "formula"],
     );
+    tab.csv_columns(&[
+        "parallelism",
+        "rank_role",
+        "theory_bytes",
+        "per_iteration_bytes",
+        "observed_moved_bytes",
+        "ratio",
+        "observed_logged_bytes",
+        "logged_ratio",
+        "formula",
+    ]);
+    let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
     for row in &theory {
         let obs = cmp.iter().find(|x| x.parallelism == row.parallelism && x.role == row.role && !x.ranks.is_empty());
-        tab.row(vec![
+        let csv = vec![
+            row.parallelism.label().to_string(),
+            format!("{:?}", row.role),
+            row.total_bytes.to_string(),
+            row.per_iteration_bytes.to_string(),
+            num(obs.map(|o| o.observed_moved_mean)),
+            num(obs.and_then(|o| o.ratio)),
+            num(obs.map(|o| o.observed_logged_mean)),
+            num(obs.and_then(|o| o.logged_ratio)),
+            row.formula.clone(),
+        ];
+        tab.row_with_csv(vec![
             row.parallelism.label().to_string(),
             format!("{:?}", row.role),
             gb(row.total_bytes),
@@ -55,7 +78,7 @@ pub fn run(config: &Path, inputs: &[PathBuf], format: Format) -> CmdResult {
             obs.map_or("—".into(), |o| gb(o.observed_logged_mean)),
             obs.and_then(|o| o.logged_ratio).map_or("—".into(), |r| format!("{r:.3}")),
             row.formula.clone(),
-        ]);
+        ], csv);
     }
     tab.note("moved = bytes each rank's links carry (ring factors); logged = count × datatype size as NCCL prints it (the thesis's \"observed\")");
     match format {
