@@ -6,6 +6,7 @@ mod baseline;
 mod cmd;
 mod enrich;
 mod expected;
+mod help;
 mod load;
 mod outputs;
 mod progress;
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "commlens", version, about = "Make the NCCL communication of distributed training visible.")]
+#[command(name = "commlens", version, about = "Make the NCCL communication of distributed training visible.", max_term_width = 80)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,10 +37,12 @@ pub enum Format {
 enum Command {
     /// Counts and bytes per rank, per communicator and per operation, and the
     /// message-size distribution, from NCCL_DEBUG=INFO logs or any other input.
+    #[command(after_help = help::STATS)]
     Stats {
         /// Log files or folders (searched recursively); gzip is read transparently.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
         /// Also list the kinds of lines that were not interpreted, with samples.
@@ -48,17 +51,23 @@ enum Command {
     },
     /// The topology NCCL printed (log dump) or wrote as XML (NCCL_TOPO_DUMP_FILE): nodes, links
     /// and, per communicator, the bottleneck link.
+    #[command(after_help = help::TOPO)]
     Topo {
+        /// Logs with NCCL's topology dump (NCCL_DEBUG_SUBSYS=GRAPH), topology XML files, or folders.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Also list every path NCCL logged between GPUs and NICs.
         #[arg(short, long)]
         verbose: bool,
     },
     /// Writes the operations of any input as Chrome (trace.json) and Perfetto
     /// (trace.pftrace) traces: one process per rank, one track per stream.
+    #[command(after_help = help::TRACE)]
     Trace {
+        /// Any input with times: fused Parquet, kernel traces, plugin output, logs with timestamps.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
         /// Output folder.
@@ -67,20 +76,22 @@ enum Command {
     },
     /// Merges per-rank in-flight dumps (from the commlens plugin) and names the
     /// first stalled collective, the ranks that never entered it, and a verdict.
+    #[command(after_help = help::HANG)]
     Hang {
         /// Dump files or folders.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
-        /// An operation running for less than this on every member counts as still running.
+        /// An operation running for less than this (milliseconds) on every member counts as still running.
         #[arg(long, default_value_t = 10_000)]
         still_running_ms: u64,
     },
     /// Joins NCCL logs (what each operation is) with kernel traces (when it
     /// ran on the GPU): writes fused.parquet, trace.json, trace.pftrace and
     /// summary.json, and prints matches, confidence and unmatched counts.
-    #[command(group(clap::ArgGroup::new("kernel_traces").required(true).args(["nsys", "kineto"])))]
+    #[command(group(clap::ArgGroup::new("kernel_traces").required(true).args(["nsys", "kineto"])), after_help = help::FUSE)]
     Fuse {
         /// NCCL_DEBUG=INFO logs (files or folders).
         #[arg(long = "nccl-log", required = true, num_args = 1..)]
@@ -98,12 +109,14 @@ enum Command {
         /// host (its GPUs share a clock), per rank, or off.
         #[arg(long, value_enum, default_value_t = cmd::fuse::ClockSyncMode::Host)]
         clock_sync: cmd::fuse::ClockSyncMode,
+        /// Also print the alignment's per-rank scores and unmatched operations.
         #[arg(short, long)]
         verbose: bool,
     },
     /// Compares two runs (operation mix, volumes, bus bandwidth per
     /// parallelism and message size, iteration time, stragglers); exits 1
     /// when a figure regressed beyond the threshold.
+    #[command(after_help = help::DIFF)]
     Diff {
         /// Baseline run (files or a folder of any input kind).
         a: PathBuf,
@@ -112,6 +125,7 @@ enum Command {
         /// Relative change, in percent, that counts as a regression.
         #[arg(long, default_value_t = 5.0)]
         threshold: f64,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
         /// Also list the figures that did not change.
@@ -121,7 +135,9 @@ enum Command {
     /// Writes one self-contained HTML report (charts of the operation mix,
     /// volumes, message sizes, bandwidth, iterations, stragglers, overlap and
     /// the volume model) from any inputs.
+    #[command(after_help = help::REPORT)]
     Report {
+        /// Any inputs: logs, kernel traces, plugin output, fused or simulated Parquet, nccl-tests outputs.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
         /// Output HTML file.
@@ -136,33 +152,39 @@ enum Command {
         /// its kind at its size.
         #[arg(long, num_args = 1..)]
         baseline: Vec<PathBuf>,
+        /// Title of the page (default: from the inputs).
         #[arg(long)]
         title: Option<String>,
     },
     /// Theoretical per-rank communication volumes of a model and parallel
-    /// configuration (thesis eqs. 5.2–5.6) and, with inputs, the observed
-    /// volumes and their ratio (thesis Table 5.1).
+    /// configuration (Borzyk's LLM-communication thesis, eqs. 5.2–5.6) and, with
+    /// inputs, the observed volumes and their ratio (its Table 5.1).
+    #[command(after_help = help::MODEL)]
     Model {
         /// `key = value` lines: layers, hidden, seq_len, vocab, micro_batch,
         /// global_batch or num_microbatches, iterations, tp, pp, dp, ep, …
         config: PathBuf,
         /// Runs to compare with the theory (any input kind).
         inputs: Vec<PathBuf>,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// Writes the canonical table of any inputs as Parquet (one row per
     /// operation; schema in crates/parquet/SCHEMA.md).
+    #[command(after_help = help::EXPORT)]
     Export {
+        /// Any inputs commlens reads.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// Output Parquet file.
-        #[arg(long, required = true)]
+        /// Output Parquet file (`--parquet` is the older name).
+        #[arg(short = 'o', long = "out", visible_alias = "parquet", value_name = "FILE", required = true)]
         parquet: PathBuf,
     },
     /// Cluster descriptions for the collective model: `list` the presets, or
     /// `show` a preset, a TOML file, or the cluster a run ran on (from its
     /// topology dump or XML, init and network lines, nccl-tests headers).
+    #[command(after_help = help::CLUSTER)]
     Cluster {
         #[command(subcommand)]
         action: cmd::cluster::ClusterCmd,
@@ -172,6 +194,7 @@ enum Command {
     /// to replay; writes the run as a table of Simulated rows
     /// (`simulated.parquet`, read by every command), a summary in SimAI's
     /// terms, per-link utilisation and traces.
+    #[command(after_help = help::SIMULATE)]
     Simulate {
         /// The workload: model.conf, AICB .txt, Chakra .et/folder/prefix/PyTorch ET (.json, .tgz), or a run's files.
         #[arg(required = true)]
@@ -188,6 +211,7 @@ enum Command {
         /// GPUs of the job (AICB files: SimAI's -g).
         #[arg(long)]
         gpus: Option<u32>,
+        /// Network model.
         #[arg(long, value_enum, default_value_t = cmd::simulate::Mode::Analytical)]
         mode: cmd::simulate::Mode,
         /// What-if: network bandwidth multiplied by this factor.
@@ -214,23 +238,33 @@ enum Command {
         /// Give every rank its representative's rows (small jobs only).
         #[arg(long)]
         expand: bool,
+        /// Output folder (simulated.parquet, summary.json, EndToEnd.csv, links.csv, traces).
         #[arg(short, long)]
         out: PathBuf,
-        /// Print the summary as JSON.
-        #[arg(long)]
+        /// Summary on standard output: text, or JSON (`--json` is the older name).
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[arg(long, hide = true)]
         json: bool,
     },
     /// The main job on a built-in example: generates a 4-rank Megatron-like
     /// run (TP=2, PP=2) as NCCL logs, nsys exports and Kineto traces, runs
     /// stats and topo, fuses logs with kernels and writes the report.
+    #[command(after_help = help::DEMO)]
     Demo {
-        /// Where to write the generated logs (default: a temporary folder).
-        #[arg(long)]
+        /// Where to write the generated run, its fusion and report (default: a temporary folder).
+        #[arg(short, long)]
         out: Option<PathBuf>,
     },
+    /// The best parallel layouts of a model on a cluster: every Megatron, DeepSpeed ZeRO, AxoNN
+    /// 4D and TED layout filtered by memory, ranked by AxoNN's model, the top re-ranked by the
+    /// simulator; memory per GPU, MFU, communication per parallelism and the bottleneck.
+    #[command(after_help = help::PLAN)]
+    Plan(cmd::plan::PlanArgs),
     /// What NCCL should reach on a cluster: an nccl-tests style table (time,
     /// algbw, busbw, algorithm, protocol, channels) from NCCL's tuner bounded
     /// by the cluster's links; or measured against predicted (`--against`).
+    #[command(after_help = help::PREDICT)]
     Predict {
         /// all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
         collective: Option<String>,
@@ -240,8 +274,10 @@ enum Command {
         /// NICs per node and speed, e.g. 8x400g.
         #[arg(long)]
         nic: Option<String>,
+        /// Nodes of the communicator.
         #[arg(long, default_value_t = 1)]
         nodes: u32,
+        /// GPUs per node taking part (default: all of the preset's).
         #[arg(long)]
         gpus_per_node: Option<u32>,
         /// Smallest size (nccl-tests -b; K/M/G suffixes).
@@ -264,6 +300,7 @@ enum Command {
         /// ncclx-bruck, ncclx-rd, ncclx-a2a-ll, zero-copy, copy.
         #[arg(long)]
         algo: Option<String>,
+        /// Output: an aligned table, CSV (numbers in base units) or JSON.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -342,6 +379,7 @@ fn main() -> ExitCode {
             simai_nics_per_server,
             expand,
             out,
+            format,
             json,
         } => cmd::simulate::run(&cmd::simulate::SimulateArgs {
             workload: &workload,
@@ -359,9 +397,10 @@ fn main() -> ExitCode {
             simai_nics_per_server,
             expand,
             out: &out,
-            json,
+            json: json || format == Format::Json,
         }),
         Command::Cluster { action } => cmd::cluster::run(action),
+        Command::Plan(args) => cmd::plan::run(&args),
         Command::Predict {
             collective,
             cluster,
@@ -412,6 +451,10 @@ fn command_paths(c: &Command) -> Option<(Vec<Vec<PathBuf>>, Vec<&std::path::Path
         Command::Simulate { workload, kernels, kineto, out, .. } => {
             (vec![workload.clone(), kernels.clone(), kineto.clone()], vec![out])
         }
+        Command::Plan(args) => {
+            let (inputs, outs) = args.paths();
+            (vec![inputs], outs)
+        }
         Command::Demo { .. } | Command::Cluster { .. } | Command::Predict { .. } => return None,
     })
 }
@@ -448,7 +491,7 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
         }
         Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
         Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
-        c @ (Command::Simulate { .. } | Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. }) => c,
+        c @ (Command::Simulate { .. } | Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. } | Command::Plan(_)) => c,
     })
 }
 
