@@ -19,5 +19,5 @@ pub mod report;
 pub mod table;
 pub mod timeline;
 
-pub use table::{human_bytes, Align, Table};
+pub use table::{human_bytes, human_bytes_of, Align, Table};
 pub use timeline::{ArgValue, Enrich, NoEnrich, TimeRange, TraceOptions, TraceSummary};

@@ -6,6 +6,7 @@ pub mod export;
 pub mod fuse;
 pub mod hang;
 pub mod model;
+pub mod plan;
 pub mod predict;
 pub mod report;
 pub mod simulate;

@@ -36,14 +36,22 @@ pub fn render_html(r: &Report) -> String {
         esc(title)
     );
     header(&mut h, r, title);
-    let hint = |k: SectionKind| {
-        r.absent_hints
-            .iter()
-            .find(|(s, _)| *s == k)
-            .map(|(_, t)| t.clone())
-            .unwrap_or_else(|| default_hint(k).to_string())
+    let hint = |k: SectionKind| -> Option<String> {
+        r.plan.is_none().then(|| {
+            r.absent_hints
+                .iter()
+                .find(|(s, _)| *s == k)
+                .map(|(_, t)| t.clone())
+                .unwrap_or_else(|| default_hint(k).to_string())
+        })
     };
     let s = &mut h;
+    if let Some(p) = &r.plan {
+        let _ = write!(s, r#"<section class="card" id="plan"><h2>Parallel layout plan</h2>"#);
+        super::html_plan::plan(s, p);
+        s.push_str("</section>");
+    }
+    // A plan is about a job that has not run: absent trace sections are not listed.
     section(s, "mix", "Operation mix", SectionKind::OpMix, r.op_mix.as_ref(), &hint, op_mix);
     section(s, "sizes", "Message sizes", SectionKind::SizeHistogram, r.size_histogram.as_ref(), &hint, size_histogram);
     section(
@@ -126,6 +134,9 @@ fn header(h: &mut String, r: &Report, title: &str) {
         let _ = write!(h, " · {} input{}", r.inputs.len(), if r.inputs.len() == 1 { "" } else { "s" });
     }
     h.push_str("</p><nav>");
+    if r.plan.is_some() {
+        h.push_str(r##"<a href="#plan">Plan</a>"##);
+    }
     for (id, name) in NAV {
         let _ = write!(h, r##"<a href="#{id}">{name}</a>"##);
     }
@@ -173,15 +184,20 @@ fn section<T>(
     title: &str,
     kind: SectionKind,
     data: Option<&T>,
-    hint: &dyn Fn(SectionKind) -> String,
+    hint: &dyn Fn(SectionKind) -> Option<String>,
     body: fn(&mut String, &T),
 ) {
+    let Some(hint_text) = (match data {
+        Some(_) => Some(String::new()),
+        None => hint(kind),
+    }) else {
+        return;
+    };
     let _ = write!(h, r#"<section class="card" id="{id}"><h2>{}</h2>"#, esc(title));
     match data {
         Some(d) => body(h, d),
         None => {
-            let _ =
-                write!(h, r#"<div class="absent"><b>Not available for these inputs.</b> {}</div>"#, esc(&hint(kind)));
+            let _ = write!(h, r#"<div class="absent"><b>Not available for these inputs.</b> {}</div>"#, esc(&hint_text));
         }
     }
     h.push_str("</section>");

@@ -40,6 +40,10 @@ pub struct Report {
     /// NCCL's logged algorithm/protocol choices against the model's tuner.
     #[serde(default)]
     pub tuning: Option<TuningSection>,
+    /// A layout plan (`commlens plan --html`): ranking and memory per GPU. Shown first when
+    /// present; a report with a plan does not list the trace sections it lacks.
+    #[serde(default)]
+    pub plan: Option<PlanSection>,
     /// Further tables (bottlenecks, classification, …), shown after the charts.
     pub tables: Vec<ReportTable>,
     /// Overrides of the built-in "what would provide this" text of absent
@@ -334,6 +338,28 @@ pub struct TuningRow {
     /// What differs: `algorithm`, `protocol`, `channels`, joined by `, `.
     pub differs: String,
     pub count: u64,
+}
+
+/// The planner's ranking of parallel layouts (`commlens plan`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanSection {
+    /// One sentence: model, cluster, GPUs, batch, how many layouts fit.
+    pub intro: String,
+    /// Per ranked layout (best first): its memory per GPU by component, bytes.
+    pub memory: Vec<StackedBar>,
+    /// GPU memory, bytes (drawn as the limit in the caption).
+    pub capacity_bytes: f64,
+    /// Per ranked layout: where the iteration goes (compute, bubble, each parallelism), ns.
+    pub time: Vec<StackedBar>,
+    pub ranking: ReportTable,
+    pub notes: Vec<String>,
+}
+
+/// One column of a stacked chart: a label and named parts, drawn bottom-up in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackedBar {
+    pub label: String,
+    pub parts: Vec<(String, f64)>,
 }
 
 /// A generic table of strings (what [`crate::Table`] holds, serializable).
