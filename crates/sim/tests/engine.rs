@@ -135,11 +135,12 @@ fn an_unmatched_recv_and_a_missing_peer_are_named() {
         }
         other => panic!("{other:?}"),
     }
+    // A one-member group has no neighbour (Next and Prev wrap around a ring of two or more).
     let w = workload(
         2,
         vec![prog(vec![compute("c", 1.0), p2p(GroupKind::Pp, &[(true, Peer::Prev, 1024)])])],
         vec![0, 0],
-        vec![(GroupKind::Pp, vec![vec![0, 1]])],
+        vec![(GroupKind::Pp, vec![vec![0], vec![1]])],
     );
     match run(&w, &Stated, &mut FixedNet::new(1.0), &opts()).unwrap_err() {
         SimError::Peer { rank, task, msg } => {
@@ -148,6 +149,19 @@ fn an_unmatched_recv_and_a_missing_peer_are_named() {
         }
         other => panic!("{other:?}"),
     }
+    // The ring wraps: the first member's Send to Prev reaches the last member's Recv from Next.
+    let w = workload(
+        3,
+        vec![
+            prog(vec![p2p(GroupKind::Pp, &[(true, Peer::Prev, 1024)])]),
+            prog(vec![compute("idle", 1.0)]),
+            prog(vec![p2p(GroupKind::Pp, &[(false, Peer::Next, 1024)])]),
+        ],
+        vec![0, 1, 2],
+        vec![(GroupKind::Pp, vec![vec![0, 1, 2]])],
+    );
+    let r = run(&w, &Stated, &mut FixedNet::new(1.0), &opts()).expect("wrapped pair matches");
+    assert_eq!(r.ranks[0].ops.len() + r.ranks[2].ops.len(), 2);
     // Circular wait: both ranks receive first.
     let w = workload(
         2,

@@ -187,9 +187,9 @@ impl CollCall {
 /// The peer of a Send or Recv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Peer {
-    /// Next member of the group (next pipeline stage).
+    /// Next member of the group (next pipeline stage), wrapping from the last to the first.
     Next,
-    /// Previous member of the group.
+    /// Previous member of the group, wrapping from the first to the last.
     Prev,
     /// A fixed communicator rank.
     Rank(u32),

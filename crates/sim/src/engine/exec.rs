@@ -464,8 +464,10 @@ impl<'a> Sim<'a> {
         self.p2p_left.insert(self.task_base[ri as usize] + t as usize, calls.len() as u32);
         for (ci, c) in calls.iter().enumerate() {
             let peer = match c.peer {
-                Peer::Next => Some(me + 1).filter(|&p| p < n),
-                Peer::Prev => me.checked_sub(1),
+                // The group is a ring (Megatron's interleaved schedule sends from the last stage
+                // to the first stage's next model chunk); a 1-member group has no neighbour.
+                Peer::Next => Some((me + 1) % n).filter(|_| n > 1),
+                Peer::Prev => Some((me + n - 1) % n).filter(|_| n > 1),
                 Peer::Rank(p) => Some(p).filter(|&p| p < n),
             };
             let Some(pc) = peer else {

@@ -15,8 +15,9 @@
 //!   member has arrived; the i-th collective a rank issues on a group matches the i-th of the
 //!   other members. Send/Recv match per (group role, source, destination) in FIFO order; each
 //!   matched pair is one network operation; a grouped call completes with its last pair.
-//! * `Peer::Next`/`Peer::Prev` are the neighbours in the group's rank order, without wrapping:
-//!   the first member has no previous one, the last no next one ([`SimError::Peer`]).
+//! * `Peer::Next`/`Peer::Prev` are the neighbours in the group's rank order, wrapping around
+//!   (a ring, as Megatron's interleaved pipeline uses it: the last stage sends to the first);
+//!   a one-member group has none ([`SimError::Peer`]).
 //! * Nothing can progress but tasks remain → [`SimError::Stall`] naming the first stuck rank,
 //!   task, and what it waits for.
 //!
