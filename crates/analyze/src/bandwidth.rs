@@ -341,6 +341,10 @@ pub fn analyze(t: &OpTable, opts: &BandwidthOptions) -> BandwidthReport {
                 without_span += 1;
                 continue;
             };
+            // No size, no bandwidth (an unknown size is not 0 B).
+            if op.size().is_none() {
+                continue;
+            }
             let member = t.comms.get(op.comm.ix());
             let logical = member.and_then(|c| c.logical);
             let n =

@@ -6,6 +6,11 @@
 //! its memory depends on the number of communicators, not of operations.
 //! Aggregates of separate files are re-keyed with [`Aggregate::remap`] and
 //! merged with [`Aggregate::merge`].
+//!
+//! Operations whose size the input does not give ([`CollOp::size`] is
+//! `None`) are counted in `ops` and in `unknown_size` but never in bytes,
+//! minima, maxima or means, and land in their own size bucket
+//! ([`UNKNOWN_BUCKET`]): unknown is never shown as 0 B.
 
 use commlens_core::model::{CommIdx, DevIdx, Grouping};
 use commlens_core::{Algorithm, CollOp, OpKind, OpTable, Protocol};
@@ -16,7 +21,10 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Cell {
     pub ops: u64,
+    /// Sum over the operations of known size.
     pub bytes: u64,
+    /// Operations of unknown size (in `ops`, not in the byte figures).
+    pub unknown_size: u64,
     pub recovered: u64,
     pub min_bytes: u64,
     pub max_bytes: u64,
@@ -25,8 +33,19 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn add(&mut self, bytes: u64, recovered: bool) {
-        if self.ops == 0 || bytes < self.min_bytes {
+    /// Operations of known size.
+    pub fn known_ops(&self) -> u64 {
+        self.ops - self.unknown_size
+    }
+
+    fn add(&mut self, size: Option<u64>, recovered: bool) {
+        let Some(bytes) = size else {
+            self.ops += 1;
+            self.unknown_size += 1;
+            self.recovered += recovered as u64;
+            return;
+        };
+        if self.known_ops() == 0 || bytes < self.min_bytes {
             self.min_bytes = bytes;
         }
         self.max_bytes = self.max_bytes.max(bytes);
@@ -41,11 +60,14 @@ impl Cell {
         if o.ops == 0 {
             return;
         }
-        if self.ops == 0 || o.min_bytes < self.min_bytes {
-            self.min_bytes = o.min_bytes;
+        if o.known_ops() > 0 {
+            if self.known_ops() == 0 || o.min_bytes < self.min_bytes {
+                self.min_bytes = o.min_bytes;
+            }
+            self.max_bytes = self.max_bytes.max(o.max_bytes);
         }
-        self.max_bytes = self.max_bytes.max(o.max_bytes);
         self.ops += o.ops;
+        self.unknown_size += o.unknown_size;
         let (sum, over) = self.bytes.overflowing_add(o.bytes);
         self.bytes = if over { u64::MAX } else { sum };
         self.saturated |= over || o.saturated;
@@ -62,9 +84,12 @@ pub fn size_bucket(bytes: u64) -> u8 {
     }
 }
 
-/// Lower bound in bytes of a bucket from [`size_bucket`].
+/// The size bucket of operations of unknown size (after every real bucket).
+pub const UNKNOWN_BUCKET: u8 = u8::MAX;
+
+/// Lower bound in bytes of a bucket from [`size_bucket`] (0 for [`UNKNOWN_BUCKET`]).
 pub fn bucket_floor(b: u8) -> u64 {
-    if b == 0 {
+    if b == 0 || b == UNKNOWN_BUCKET {
         0
     } else {
         1u64 << (b - 1)
@@ -82,8 +107,9 @@ pub struct Aggregate {
 impl Aggregate {
     #[inline]
     pub fn add(&mut self, op: &CollOp) {
-        self.cells.entry((op.dev, op.comm, op.kind)).or_default().add(op.bytes, op.recovered);
-        *self.sizes.entry((op.kind, size_bucket(op.bytes))).or_default() += 1;
+        let size = op.size();
+        self.cells.entry((op.dev, op.comm, op.kind)).or_default().add(size, op.recovered);
+        *self.sizes.entry((op.kind, size.map_or(UNKNOWN_BUCKET, size_bucket))).or_default() += 1;
         *self.algos.entry((op.kind, op.algo, op.proto)).or_default() += 1;
     }
 
@@ -133,6 +159,8 @@ pub struct RankRow {
     pub cuda_dev: Option<u32>,
     pub ops: u64,
     pub bytes: u64,
+    /// Operations of unknown size (not in `bytes`).
+    pub unknown_size: u64,
     pub collective_ops: u64,
     pub p2p_ops: u64,
     pub recovered: u64,
@@ -148,6 +176,8 @@ pub struct CommRow {
     pub grouping: Grouping,
     pub ops: u64,
     pub bytes: u64,
+    /// Operations of unknown size (not in `bytes`).
+    pub unknown_size: u64,
     /// Operation kinds with their share of this communicator's operations.
     pub mix: Vec<(OpKind, u64)>,
 }
@@ -157,17 +187,23 @@ pub struct OpRow {
     pub kind: OpKind,
     pub ops: u64,
     pub bytes: u64,
+    /// Minimum, maximum and mean over the operations of known size (0 when none is known).
     pub min_bytes: u64,
     pub max_bytes: u64,
     pub mean_bytes: f64,
+    /// Operations of unknown size (not in the byte figures).
+    pub unknown_size: u64,
     /// (algorithm/protocol label, operations)
     pub algorithms: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SizeRow {
-    /// Bucket [lo, 2·lo) in bytes; lo = 0 holds empty operations.
+    /// Bucket [lo, 2·lo) in bytes; lo = 0 holds empty operations (and the
+    /// unknown-size row, which has `unknown` set).
     pub lo_bytes: u64,
+    /// The row of operations whose size is unknown.
+    pub unknown: bool,
     pub counts: Vec<(OpKind, u64)>,
     pub total: u64,
 }
@@ -177,6 +213,8 @@ pub struct SizeRow {
 pub struct StatsReport {
     pub total_ops: u64,
     pub total_bytes: u64,
+    /// Operations of unknown size (not in `total_bytes`).
+    pub total_unknown_size: u64,
     pub ranks: Vec<RankRow>,
     pub comms: Vec<CommRow>,
     pub ops: Vec<OpRow>,
@@ -214,6 +252,7 @@ impl StatsReport {
                     cuda_dev: d.cuda_dev,
                     ops: c.ops,
                     bytes: c.bytes,
+                    unknown_size: c.unknown_size,
                     collective_ops: coll,
                     p2p_ops: p2p,
                     recovered: c.recovered,
@@ -254,6 +293,7 @@ impl StatsReport {
                     grouping: l.grouping,
                     ops: cell.ops,
                     bytes: cell.bytes,
+                    unknown_size: cell.unknown_size,
                     mix,
                 }
             })
@@ -291,7 +331,8 @@ impl StatsReport {
                     bytes: c.bytes,
                     min_bytes: c.min_bytes,
                     max_bytes: c.max_bytes,
-                    mean_bytes: if c.ops > 0 { c.bytes as f64 / c.ops as f64 } else { 0.0 },
+                    mean_bytes: if c.known_ops() > 0 { c.bytes as f64 / c.known_ops() as f64 } else { 0.0 },
+                    unknown_size: c.unknown_size,
                     algorithms,
                 }
             })
@@ -306,7 +347,7 @@ impl StatsReport {
             .into_iter()
             .map(|(b, kinds)| {
                 let total = kinds.values().sum();
-                SizeRow { lo_bytes: bucket_floor(b), counts: kinds.into_iter().collect(), total }
+                SizeRow { lo_bytes: bucket_floor(b), unknown: b == UNKNOWN_BUCKET, counts: kinds.into_iter().collect(), total }
             })
             .collect();
 
@@ -318,7 +359,16 @@ impl StatsReport {
                 u64::MAX
             ));
         }
-        StatsReport { total_ops: total.ops, total_bytes: total.bytes, ranks, comms, ops, sizes, warnings }
+        StatsReport {
+            total_ops: total.ops,
+            total_bytes: total.bytes,
+            total_unknown_size: total.unknown_size,
+            ranks,
+            comms,
+            ops,
+            sizes,
+            warnings,
+        }
     }
 }
 

@@ -70,13 +70,45 @@ pub fn pick(bs: &[Baseline], kind: OpKind, nranks: Option<u32>) -> Option<&Basel
 /// Reads nccl-tests outputs into baselines; runs whose collective is not
 /// known or whose bandwidths are all zero (one rank) are left out with a
 /// warning on stderr.
-pub fn load(paths: &[PathBuf]) -> Result<Vec<Baseline>, Box<dyn std::error::Error>> {
+pub fn load(paths: &[PathBuf]) -> Result<(Vec<Baseline>, Vec<BenchFile>), Box<dyn std::error::Error>> {
     let files = paths.iter().map(|p| read_nccl_tests(p)).collect::<Result<Vec<_>, _>>()?;
     let out = from_files(&files);
     if out.is_empty() {
         return Err("--baseline: no usable nccl-tests run in the given files".into());
     }
-    Ok(out)
+    Ok((out, files))
+}
+
+/// Warnings for benchmark outputs that ran on other machines than the run
+/// `t` (their host lists and the run's hosts do not meet): their curves may
+/// not be what this run's hardware reaches. Nothing when either side names
+/// no hosts.
+pub fn other_hardware(files: &[BenchFile], t: &commlens_core::OpTable) -> Vec<String> {
+    let run_hosts: std::collections::BTreeSet<&str> =
+        t.processes.iter().map(|p| p.host.as_str()).filter(|h| !h.is_empty() && *h != "?").collect();
+    if run_hosts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let hosts: std::collections::BTreeSet<&str> = f.runs.iter().flat_map(|r| r.hosts.iter().map(String::as_str)).collect();
+        if hosts.is_empty() || !hosts.is_disjoint(&run_hosts) {
+            continue;
+        }
+        let gpus: std::collections::BTreeSet<&str> = f.runs.iter().flat_map(|r| r.gpu_models.iter().map(String::as_str)).collect();
+        let list = |s: &std::collections::BTreeSet<&str>| {
+            let v: Vec<&str> = s.iter().take(3).copied().collect();
+            format!("{}{}", v.join(", "), if s.len() > 3 { ", …" } else { "" })
+        };
+        out.push(format!(
+            "baseline {} ran on {}{}, the run on {}: its curves may not be what this run's machines reach",
+            f.path,
+            list(&hosts),
+            if gpus.is_empty() { String::new() } else { format!(" ({})", list(&gpus)) },
+            list(&run_hosts)
+        ));
+    }
+    out
 }
 
 /// Baselines from nccl-tests outputs already read (see [`load`]); runs of

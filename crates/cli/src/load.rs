@@ -109,7 +109,52 @@ pub fn load(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
     for w in implausible_devices(&loaded.table) {
         eprintln!("warning: {w}");
     }
+    if let Some(w) = several_jobs(&loaded.table, &loaded.notes) {
+        eprintln!("warning: {w}");
+    }
     Ok(loaded)
+}
+
+/// When the processes of the table form several jobs (no communicator joins
+/// them: two runs in one transcript, unrelated captures in one folder), a
+/// warning naming each job's processes; `None` for one job, or when a reader
+/// already said so (`notes`: the trace readers keep jobs apart by capture
+/// time). Processes with no multi-rank communicator (a log cut before init,
+/// nccl-tests processes that each run a 1-rank communicator) are not jobs
+/// that cross-rank figures could mix.
+pub fn several_jobs(t: &OpTable, notes: &[String]) -> Option<String> {
+    if notes.iter().any(|n| n.contains("separate jobs")) {
+        return None;
+    }
+    let with_comms: std::collections::HashSet<u32> =
+        t.comms.iter().filter(|c| c.nranks.is_some_and(|n| n > 1)).map(|c| c.proc.0).collect();
+    let jobs: Vec<Vec<commlens_core::model::ProcIdx>> =
+        commlens_core::jobs::jobs(t).into_iter().filter(|j| j.iter().any(|p| with_comms.contains(&p.0))).collect();
+    if jobs.len() < 2 {
+        return None;
+    }
+    let name = |j: &[commlens_core::model::ProcIdx]| {
+        let mut hosts: Vec<&str> = j.iter().map(|p| t.processes[p.ix()].host.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let pids: Vec<String> = j.iter().take(4).map(|p| t.processes[p.ix()].pid.to_string()).collect();
+        format!(
+            "{} process{} on {} (pids {}{})",
+            j.len(),
+            if j.len() == 1 { "" } else { "es" },
+            hosts.iter().take(3).copied().collect::<Vec<_>>().join(", "),
+            pids.join(", "),
+            if j.len() > 4 { ", …" } else { "" }
+        )
+    };
+    let listed: Vec<String> = jobs.iter().take(4).enumerate().map(|(i, j)| format!("job {}: {}", i + 1, name(j))).collect();
+    Some(format!(
+        "the inputs hold {} separate jobs (no communicator joins them): {}{}; cross-rank figures \
+         (ranks, stragglers, clock offsets, bandwidth per parallelism) mix them: give each job's files on their own",
+        jobs.len(),
+        listed.join("; "),
+        if jobs.len() > 4 { "; …" } else { "" }
+    ))
 }
 
 /// More devices (ranks) than this on one GPU (host and PCI bus id) are

@@ -98,7 +98,10 @@ pub fn size_histogram(agg: &Aggregate) -> SizeHistogram {
         })
         .collect();
     SizeHistogram {
-        buckets: buckets.iter().map(|b| human_bytes(bucket_floor(*b))).collect(),
+        buckets: buckets
+            .iter()
+            .map(|b| if *b == commlens_analyze::stats::UNKNOWN_BUCKET { "unknown".into() } else { human_bytes(bucket_floor(*b)) })
+            .collect(),
         series,
         notes: vec!["buckets are powers of two of the logged bytes (count × datatype size)".into()],
     }

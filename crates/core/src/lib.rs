@@ -13,7 +13,8 @@
 //! * [`tuning`]: what NCCL logs about its tuning (search graphs, thresholds, the
 //!   latency/bandwidth table);
 //! * [`assemble`]: global-rank assignment and logical-communicator inference,
-//!   which turn per-process facts into one consistent table.
+//!   which turn per-process facts into one consistent table;
+//! * [`jobs`]: which processes belong to one job (joined by communicators).
 //!
 //! Units are explicit in field names: `_bytes`, `_ns` (nanoseconds), `_gb_s`
 //! (gigabytes per second, 1e9 bytes/s, as NCCL prints them).
@@ -21,6 +22,7 @@
 pub mod assemble;
 pub mod enums;
 pub mod inflight;
+pub mod jobs;
 pub mod model;
 pub mod topo;
 pub mod tuning;

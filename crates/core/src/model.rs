@@ -221,7 +221,10 @@ pub struct CollOp {
     /// Element count as passed to the API (per-rank send count for AllGather).
     pub count: u64,
     pub dtype: DataType,
-    /// `count × sizeof(dtype)` (thesis eq. 4.9); 0 when the type is unknown.
+    /// `count × sizeof(dtype)` (thesis eq. 4.9). Meaningful only when the
+    /// size is known: an operation whose type is unknown (`DataType::Unknown`,
+    /// which readers also set when the source gave no count) has `bytes` 0
+    /// and an *unknown* size; read it through [`CollOp::size`].
     pub bytes: u64,
     pub redop: Option<RedOp>,
     /// Root rank of rooted collectives (Broadcast, Reduce, …).
@@ -246,6 +249,14 @@ pub struct CollOp {
 }
 
 impl CollOp {
+    /// The message size in bytes, `None` when the source did not say (a
+    /// kernel-only trace, an unknown data type): sinks show it as unknown,
+    /// never as 0 B, and leave it out of sums and bandwidths.
+    #[inline]
+    pub fn size(&self) -> Option<u64> {
+        self.dtype.size_bytes().map(|_| self.bytes)
+    }
+
     /// An operation with its identity, kind and size; every optional field
     /// empty, `bytes = count × sizeof(dtype)` (0 for unknown types), line 0.
     /// Readers and tests fill in the rest with struct update syntax.

@@ -325,7 +325,8 @@ impl Builder {
             kind,
             count: self.u64("count", required("count", g.count[r])?)?,
             dtype: dtype_of(required("datatype", g.datatype[r].as_ref())?)?,
-            bytes: self.u64("bytes", required("bytes", g.bytes[r])?)?,
+            // Null: the size is unknown (stored as 0 with an unknown type).
+            bytes: g.bytes[r].map(|b| self.u64("bytes", b)).transpose()?.unwrap_or(0),
             redop: g.redop[r].as_ref().map(redop_of).transpose()?,
             root: self.u32("root", g.root[r])?,
             peer: self.u32("peer", g.peer[r])?,

@@ -145,7 +145,8 @@ pub(crate) fn builtin_columns() -> &'static [ColumnDef] {
         col("kind", false, Str(|r| Some(r.ctx.intern(r.op.kind.name())))),
         col("count", false, I64(|r| Some(r.ctx.u64(r.op.count)))),
         col("datatype", false, Str(|r| Some(r.ctx.intern(&dtype_text(r.op.dtype))))),
-        col("bytes", false, I64(|r| Some(r.ctx.u64(r.op.bytes)))),
+        // Null where the size is unknown (`CollOp::size`), never 0.
+        col("bytes", true, I64(|r| r.op.size().map(|b| r.ctx.u64(b)))),
         col("redop", true, Str(|r| r.op.redop.map(|x| r.ctx.intern(&redop_text(x))))),
         col("root", true, I32(|r| r.ctx.u32(r.op.root))),
         col("peer", true, I32(|r| r.ctx.u32(r.op.peer))),

@@ -16,6 +16,22 @@ pub fn read_config(path: &Path) -> Result<ModelConfig, Box<dyn std::error::Error
     Ok(ModelConfig::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
 }
 
+/// A warning when the model file describes another job size than the run
+/// `t` holds (a 4-GPU file on an 8-rank run): the volume comparison would
+/// pair ranks of different layouts.
+pub fn world_mismatch(path: &Path, t: &OpTable) -> Result<Option<String>, Box<dyn std::error::Error>> {
+    let c = read_config(path)?;
+    let world = c.world();
+    let ranks = t.devices.len() as u64;
+    Ok((ranks > 0 && world != ranks).then(|| {
+        format!(
+            "{} describes {world} GPUs but the run has {ranks} ranks: it is another layout or another job, \
+             so the theory-versus-observed volumes compare different things",
+            path.display()
+        )
+    }))
+}
+
 /// Classification of the table's communicators from the configuration's
 /// sizes (falls back to inference when they do not fit the table).
 pub fn classification(t: &OpTable, c: &ModelConfig) -> Classification {
@@ -34,6 +50,9 @@ pub fn run(config: &Path, inputs: &[PathBuf], format: Format) -> CmdResult {
     let c = read_config(config)?;
     let loaded = if inputs.is_empty() { None } else { Some(crate::load::load(inputs, &ReadOptions::default())?) };
     let t = loaded.as_ref().map(|l| &l.table);
+    if let Some(w) = t.map(|t| world_mismatch(config, t)).transpose()?.flatten() {
+        eprintln!("warning: {w}");
+    }
     let (theory, cmp) = volumes(&c, t);
     if theory.is_empty() {
         return Err(format!("{}: every parallel size is 1: no communication to model", config.display()).into());

@@ -22,7 +22,7 @@ pub struct ReportArgs<'a> {
 }
 
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
-    let mut baselines = if a.baselines.is_empty() { Vec::new() } else { crate::baseline::load(a.baselines)? };
+    let (mut baselines, baseline_files) = if a.baselines.is_empty() { (Vec::new(), Vec::new()) } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
     let loaded = crate::load::load(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
     if let Some(b) = bar {
@@ -44,6 +44,15 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     }
     if t.n_ops() == 0 {
         return Err("no NCCL operations in the inputs: nothing to report".into());
+    }
+    // Inputs of another job: a baseline from other machines, a model file of another layout.
+    for w in crate::baseline::other_hardware(&baseline_files, t) {
+        eprintln!("warning: {w}");
+    }
+    if let Some(path) = a.model {
+        if let Some(w) = super::model::world_mismatch(path, t)? {
+            eprintln!("warning: {w}");
+        }
     }
     // nccl-tests outputs among the inputs are the run's baselines too.
     baselines.extend(crate::baseline::from_files(&loaded.benchmarks));

@@ -83,7 +83,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
             "plugin": loaded.plugin_reports,
             "nvidia_plugins": loaded.nvidia_reports.len(),
         });
-        return print_stats(&loaded.table, &agg, format, inputs, bench_json);
+        return print_stats(&loaded.table, &loaded.notes, &agg, format, inputs, bench_json);
     }
     for (p, k) in &skipped {
         let why = match k {
@@ -141,7 +141,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         );
     }
     let bench_json = print_benchmarks(read?, format, false)?;
-    print_stats(t, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
+    print_stats(t, &loaded.notes, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
 }
 
 /// The nccl-tests outputs among the inputs, read in parallel.
@@ -212,13 +212,14 @@ fn print_benchmarks_of(
 
 fn print_stats(
     t: &commlens_core::OpTable,
+    notes: &[String],
     agg: &Aggregate,
     format: Format,
     inputs: serde_json::Value,
     nccl_tests: serde_json::Value,
 ) -> CmdResult {
     let report = StatsReport::build(t, agg);
-    for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)) {
+    for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)) {
         eprintln!("warning: {w}");
     }
     let job = Job::of_table(t);

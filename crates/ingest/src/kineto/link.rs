@@ -264,6 +264,7 @@ fn build_kernels(raw: &[RawEvent]) -> Vec<NcclKernel> {
                 launch: None,
                 cpu_op: None,
                 event: e.index,
+                net: None,
             })
         })
         .collect()

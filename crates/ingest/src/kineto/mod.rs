@@ -31,9 +31,11 @@
 //! Modules: [`trace`] (the shared model), [`stream`] (serde pass), [`gpu`]
 //! (non-NCCL GPU activity records), [`values`]
 //! (lenient values, PyTorch vocabulary), [`link`] (CPU op ↔ kernel links),
+//! [`jobs`] (which traces are one job; sizes from network annotations),
 //! [`table`] (conversion into the canonical `OpTable`).
 
 mod gpu;
+pub mod jobs;
 mod link;
 mod stream;
 pub mod table;

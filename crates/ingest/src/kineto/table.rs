@@ -6,12 +6,24 @@
 //!   are skipped), with its first linked kernel attached (GPU span, kernel
 //!   info, algorithm/protocol/reduction from the kernel name); further
 //!   kernels of the same call and kernels without a CPU call become their own
-//!   rows, with count 0 (so bytes are never counted twice).
+//!   rows of *unknown* size (`DataType::Unknown`, so `CollOp::size` is
+//!   `None` and bytes are never counted twice nor shown as 0 B). A kernel
+//!   with neither a CPU call nor a launch record in a trace that records CPU
+//!   calls was launched before the capture and is not an operation of it.
+//! * Sizes: from the CPU call's (or kernel's) metadata; for ring AllReduce
+//!   kernels of a job whose network annotations agree, derived from them
+//!   ([`super::jobs::ring_sizes`]); unknown otherwise.
+//! * Jobs ([`super::jobs::group_jobs`]): traces whose capture spans do not
+//!   overlap are separate jobs, named in [`ConvertNotes::warnings`], each with
+//!   its own world handle and implied world size.
 //! * Communicator handles: one per process group (`Process Group Name` +
 //!   ranks, `comm_id` = a hash of both, shared by all members, `nranks` and
 //!   the member's rank from the ranks list); without group metadata, one per
 //!   CUDA stream (PyTorch gives every group its own NCCL stream), which
-//!   `assemble` then groups by operation sequence.
+//!   `assemble` then groups by operation sequence; a rank without any group
+//!   metadata whose collectives all ran on one stream, in a trace naming at
+//!   most one group, puts them on the world group (PyTorch's default group),
+//!   so they get the world's size and bus bandwidth can be computed.
 //! * A rank that knows its global rank and the world size (`distributedInfo`;
 //!   for nsys, implied when every rank has a distinct `MPI_RANKS` rank) also
 //!   gets an operation-less `world` handle with that rank, so that `assemble`
@@ -34,6 +46,17 @@ pub struct ConvertNotes {
     pub kernels_without_kind: u64,
     /// CPU calls with no collective kind and no kernel (`wait`, unnamed calls).
     pub cpu_calls_skipped: u64,
+    /// NCCL kernels with neither a CPU call nor a launch record, in traces
+    /// that record CPU calls (launched before the capture started): not
+    /// operations of the capture, so not counted as such.
+    pub kernels_unlaunched: u64,
+    /// Operations whose size the trace does not give (shown as unknown).
+    pub ops_size_unknown: u64,
+    /// Operations whose size was derived from network annotations.
+    pub ops_size_from_net: u64,
+    /// Things a user should see: several jobs in the inputs, kernels left out,
+    /// derived sizes.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,7 +64,8 @@ enum CommKey {
     Pg(String, Option<Vec<u32>>),
     Stream(u64),
     Unknown,
-    World,
+    /// The job's world group (index of the job among the inputs).
+    World(usize),
 }
 
 /// Builds one assembled table from all traces (one per rank file, or nsys
@@ -49,22 +73,59 @@ enum CommKey {
 pub fn to_op_table(traces: &[KernelTrace]) -> (OpTable, ConvertNotes) {
     let mut t = OpTable::default();
     let mut notes = ConvertNotes::default();
-    // Without a stated world size, distinct global ranks on every rank (nsys
-    // MPI_RANKS) imply one: the highest rank + 1.
-    let known: Vec<u32> = traces.iter().flat_map(|t| &t.ranks).filter_map(|r| r.rank).collect();
-    let n_ranks: usize = traces.iter().map(|t| t.ranks.len()).sum();
-    let mut distinct = known.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let implied = (n_ranks > 0 && distinct.len() == n_ranks).then(|| distinct.last().map(|m| m + 1)).flatten();
-    for tr in traces {
-        t.sources.push(tr.path.clone());
-        for r in &tr.ranks {
-            add_rank(&mut t, &mut notes, tr, r, tr.world_size.or(implied));
+    let jobs = super::jobs::group_jobs(traces);
+    notes.warnings.extend(super::jobs::jobs_warning(traces, &jobs));
+    let mut job_of = vec![0usize; traces.len()];
+    for (j, job) in jobs.iter().enumerate() {
+        for &i in &job.traces {
+            job_of[i] = j;
         }
+    }
+    let mut ctx: Vec<JobCtx> = Vec::new();
+    for job in &jobs {
+        let members: Vec<&KernelTrace> = job.traces.iter().map(|&i| &traces[i]).collect();
+        // Without a stated world size, distinct global ranks on every rank
+        // (nsys MPI_RANKS, NCCL's annotations) imply one: the highest rank + 1.
+        let mut distinct: Vec<u32> = members.iter().flat_map(|t| &t.ranks).filter_map(|r| r.rank).collect();
+        let n_ranks: usize = members.iter().map(|t| t.ranks.len()).sum();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let implied = (n_ranks > 0 && distinct.len() == n_ranks && distinct.last() == Some(&(n_ranks as u32 - 1)))
+            .then_some(n_ranks as u32);
+        let ring = implied.map(|n| super::jobs::ring_sizes(&members, n)).unwrap_or_default();
+        ctx.push(JobCtx { implied, ring });
+    }
+    for (i, tr) in traces.iter().enumerate() {
+        t.sources.push(tr.path.clone());
+        let job = job_of[i];
+        for r in &tr.ranks {
+            let world = tr.world_size.or(ctx[job].implied);
+            add_rank(&mut t, &mut notes, tr, r, (job, world), &ctx[job].ring);
+        }
+    }
+    if notes.kernels_unlaunched > 0 {
+        notes.warnings.push(format!(
+            "{} NCCL kernels have no launch record and no CPU call (launched before the capture started): \
+             not counted as operations",
+            notes.kernels_unlaunched
+        ));
+    }
+    if notes.ops_size_from_net > 0 {
+        notes.warnings.push(format!(
+            "message sizes of {} ring AllReduce operations are derived from NCCL's network annotations \
+             (size = network bytes × n / (2(n−1)), every rank with network traffic agreeing)",
+            notes.ops_size_from_net
+        ));
     }
     assemble::assemble(&mut t);
     (t, notes)
+}
+
+/// What a job's traces say together.
+struct JobCtx {
+    implied: Option<u32>,
+    /// Sizes of the job's ring AllReduce kernels by position ([`super::jobs::ring_sizes`]).
+    ring: Vec<Option<u64>>,
 }
 
 struct Row {
@@ -73,7 +134,14 @@ struct Row {
     op: CollOp,
 }
 
-fn add_rank(t: &mut OpTable, notes: &mut ConvertNotes, tr: &KernelTrace, r: &RankTrace, world: Option<u32>) {
+fn add_rank(
+    t: &mut OpTable,
+    notes: &mut ConvertNotes,
+    tr: &KernelTrace,
+    r: &RankTrace,
+    (job, world): (usize, Option<u32>),
+    ring: &[Option<u64>],
+) {
     let proc = ProcIdx(t.processes.len() as u32);
     t.processes.push(Process {
         host: r.host.clone().unwrap_or_else(|| "?".into()),
@@ -117,11 +185,18 @@ fn add_rank(t: &mut OpTable, notes: &mut ConvertNotes, tr: &KernelTrace, r: &Ran
         row.line = op.event;
         rows.push(Row { time: op.ts_ns, key, op: row });
     }
+    let mut ring_i = 0usize;
     for (i, k) in r.kernels.iter().enumerate() {
         if absorbed[i] {
             continue;
         }
         let cpu: Option<&CpuCollective> = k.cpu_op.map(|c| &r.cpu_ops[c as usize]);
+        // A kernel launched before a capture that records CPU calls: its
+        // call is not in the trace, and it is no operation of the capture.
+        if cpu.is_none() && k.launch.is_none() && k.meta.is_none() && !r.cpu_ops.is_empty() {
+            notes.kernels_unlaunched += 1;
+            continue;
+        }
         let Some(kind) = cpu.and_then(|c| c.kind).or(k.parsed.kind) else {
             notes.kernels_without_kind += 1;
             continue;
@@ -131,13 +206,38 @@ fn add_rank(t: &mut OpTable, notes: &mut ConvertNotes, tr: &KernelTrace, r: &Ran
         let mut row = make_op(proc, dev, kind, meta, Some(k), base);
         // A second kernel of one call carries no count of its own.
         if cpu.is_some() {
-            (row.count, row.bytes) = (0, 0);
+            (row.count, row.bytes, row.dtype) = (0, 0, DataType::Unknown(-1));
+        }
+        if cpu.is_none() && kind == OpKind::AllReduce && k.parsed.algo == Some(commlens_core::Algorithm::Ring) {
+            // The job's network annotations may give the size (see `jobs`).
+            if let (Some(Some(size)), None) = (ring.get(ring_i), meta) {
+                let dtype = k.parsed.dtype.filter(|d| d.size_bytes().is_some()).unwrap_or(DataType::Uint8);
+                let elem = dtype.size_bytes().unwrap_or(1);
+                (row.count, row.dtype, row.bytes) = (size / elem, dtype, *size);
+                notes.ops_size_from_net += 1;
+            }
+            ring_i += 1;
         }
         row.tid = k.launch.map_or(0, |l| l.tid as u32);
         row.cpu_ts_ns = k.launch.map(|l| base + l.ts_ns);
         rows.push(Row { time: k.start_ns, key, op: row });
     }
     rows.sort_by_key(|r| (r.time, r.op.line));
+    // No group metadata at all, one NCCL stream, and a known world: the
+    // rank's collectives ran on one communicator, and the only group the
+    // trace names is the world (PyTorch's default group).
+    let mut streams: Vec<u64> =
+        rows.iter().filter_map(|x| if let CommKey::Stream(s) = x.key { Some(s) } else { None }).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    let no_groups = rows.iter().all(|x| matches!(x.key, CommKey::Stream(_)));
+    let world_key = CommKey::World(job);
+    if no_groups && streams.len() == 1 && world.is_some() && r.rank.is_some() && tr.process_groups.len() <= 1 {
+        for x in &mut rows {
+            x.key = world_key.clone();
+        }
+    }
+    notes.ops_size_unknown += rows.iter().filter(|x| x.op.size().is_none()).count() as u64;
 
     let mut handles: HashMap<CommKey, CommIdx> = HashMap::new();
     let mut next_seq: HashMap<CommIdx, u64> = HashMap::new();
@@ -157,8 +257,8 @@ fn add_rank(t: &mut OpTable, notes: &mut ConvertNotes, tr: &KernelTrace, r: &Ran
         t.per_rank[dev.ix()].push(op);
         notes.ops += 1;
     }
-    if r.rank.is_some() && world.is_some() {
-        new_handle(t, tr, r, (proc, dev, world), &CommKey::World);
+    if r.rank.is_some() && world.is_some() && !handles.contains_key(&world_key) {
+        new_handle(t, tr, r, (proc, dev, world), &world_key);
     }
 }
 
@@ -189,8 +289,8 @@ fn new_handle(
         }
         CommKey::Stream(s) => (format!("stream:{s}"), None, None, None),
         CommKey::Unknown => ("unknown".to_string(), None, None, None),
-        CommKey::World => {
-            let label = format!("world:{}", world.unwrap_or(0));
+        CommKey::World(job) => {
+            let label = format!("world:{job}:{}", world.unwrap_or(0));
             (label.clone(), Some(fnv(label.as_bytes())), world, r.rank)
         }
     };
@@ -213,19 +313,20 @@ fn make_op(
     k: Option<&NcclKernel>,
     base: i64,
 ) -> CollOp {
-    let count = meta
-        .and_then(|m| match kind {
-            OpKind::AllGather => m.in_nelems.or(m.out_nelems),
-            OpKind::ReduceScatter => m.out_nelems.or(m.in_nelems),
-            _ => m.in_nelems.or(m.out_nelems),
-        })
-        .unwrap_or(0);
+    let count = meta.and_then(|m| match kind {
+        OpKind::AllGather => m.in_nelems.or(m.out_nelems),
+        OpKind::ReduceScatter => m.out_nelems.or(m.in_nelems),
+        _ => m.in_nelems.or(m.out_nelems),
+    });
     let reduces = matches!(kind, OpKind::AllReduce | OpKind::Reduce | OpKind::ReduceScatter);
     let dtype = meta
         .and_then(|m| m.dtype)
         .or_else(|| k.filter(|_| reduces).and_then(|k| k.parsed.dtype))
         .unwrap_or(DataType::Unknown(-1));
-    let bytes = dtype.size_bytes().map_or(0, |s| s * count);
+    // Without a count the size is unknown, whatever the type (`CollOp::size`).
+    let dtype = if count.is_some() { dtype } else { DataType::Unknown(-1) };
+    let count = count.unwrap_or(0);
+    let bytes = dtype.size_bytes().map_or(0, |s| s.saturating_mul(count));
     CollOp {
         proc,
         dev,

@@ -203,17 +203,31 @@ fn op_table_from_two_ranks() {
 fn op_table_kernel_only_rows() {
     let t = read(OLD_STYLE).unwrap();
     let (table, notes) = to_op_table(std::slice::from_ref(&t));
-    // Two CPU calls with their kernels, one unlinked kernel of its own.
-    assert_eq!(notes.ops, 3);
+    // Two CPU calls with their kernels; the third kernel has neither a CPU
+    // call nor a launch record (launched before the capture): no operation.
+    assert_eq!((notes.ops, notes.kernels_unlaunched), (2, 1));
+    assert!(notes.warnings.iter().any(|w| w.contains("1 NCCL kernels have no launch record")), "{:?}", notes.warnings);
     let ops = &table.per_rank[0];
-    assert_eq!(
-        ops.iter().map(|o| o.kind).collect::<Vec<_>>(),
-        vec![OpKind::AllToAll, OpKind::AllReduce, OpKind::AllReduce]
-    );
+    assert_eq!(ops.iter().map(|o| o.kind).collect::<Vec<_>>(), vec![OpKind::AllToAll, OpKind::AllReduce]);
     assert_eq!((ops[0].count, ops[0].bytes), (8 * 1024 * 8816, 8 * 1024 * 8816 * 4));
-    assert_eq!(ops[2].count, 0);
-    assert_eq!(ops[2].dtype, DataType::Float32);
-    // No process-group metadata: all three share the stream's handle.
+
+    // With its launch recorded (outside any collective call) it is an
+    // operation whose size the trace does not give: unknown, never 0 B.
+    let launched = OLD_STYLE.replacen(
+        "\n  {\"ph\": \"X\", \"cat\": \"kernel\"",
+        "\n  {\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 5, \"tid\": 11, \
+         \"ts\": 1661203462900000, \"dur\": 5, \"args\": {\"correlation\": 292}},\n  {\"ph\": \"X\", \"cat\": \"kernel\"",
+        1,
+    );
+    let t = read(&launched).unwrap();
+    let (table, notes) = to_op_table(std::slice::from_ref(&t));
+    assert_eq!((notes.ops, notes.kernels_unlaunched, notes.ops_size_unknown), (3, 0, 1));
+    let ops = &table.per_rank[0];
+    assert_eq!(ops[2].kind, OpKind::AllReduce);
+    assert_eq!(ops[2].size(), None);
+    assert!(matches!(ops[2].dtype, DataType::Unknown(_)));
+    // No process-group metadata, one stream, a world of 8 (distributedInfo
+    // or not): all three share one handle.
     assert!(ops.iter().all(|o| o.comm == ops[0].comm));
     assert_eq!(ops.iter().map(|o| o.comm_seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(ops.iter().map(|o| o.line).collect::<Vec<_>>(), vec![1, 2, 3]);

@@ -210,6 +210,20 @@ pub struct NcclKernel {
     pub cpu_op: Option<u32>,
     /// Ordinal of the event in the source (Kineto event index, nsys row number).
     pub event: u64,
+    /// Network bytes the rank's proxy moved while this kernel was the
+    /// latest on its process, from NVTX marks that name their size (the
+    /// `nccl_nvtx` fork's `ncclNetIsend()`/`ncclNetRecvTest()` ranges with
+    /// `Data_Size`); `None` when the source has no such marks.
+    pub net: Option<NetBytes>,
+}
+
+/// Bytes sent and received over NCCL's network transport during one kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NetBytes {
+    pub sent: u64,
+    pub received: u64,
+    /// Transfers counted (sends plus completed receives).
+    pub transfers: u32,
 }
 
 /// The CPU-side launch of a kernel (`cudaLaunchKernel`, `cuLaunchKernelEx`, …).

@@ -19,6 +19,12 @@
 //!   `TARGET_INFO_SESSION_START_TIME` (epoch of the session start, which
 //!   nsys timestamps are taken to be relative to: unverified);
 //!   `META_DATA_EXPORT.EXPORT_SCHEMA_VERSION`.
+//! * The host (`TARGET_INFO_SYSTEM_ENV` `Hostname`) and, where NCCL's own
+//!   NVTX annotations say so ([`fork`]: the `nccl_nvtx` fork's network
+//!   marks), each process's rank and the network bytes moved during each
+//!   kernel. NCCL's typed NVTX payloads (message size, rank) are not read:
+//!   `nsys export` leaves their values out (`binaryData` is empty unless the
+//!   export includes blobs), so sizes stay unknown without such marks.
 //!
 //! nsys creates tables lazily and adds columns between versions: every table
 //! but the kernel table is optional, and every column is selected by name
@@ -42,6 +48,7 @@
 //! first warning; the good rows are kept.
 
 mod compute;
+mod fork;
 mod query;
 mod schema;
 
@@ -229,6 +236,7 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
                 meta: None,
                 cpu_op: None,
                 event,
+                net: None,
             });
         })?;
         if ranks.is_empty() {
@@ -238,6 +246,16 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
             }
         }
     }
+    // The host and NCCL's own annotations: host names, ranks, network bytes.
+    let host = fork::host_name(conn, &s);
+    let marks = fork::fork_marks(conn, &s)?;
+    for r in &mut ranks {
+        r.host = host.clone();
+        if r.rank.is_none() {
+            r.rank = marks.rank_of(r.pid);
+        }
+    }
+    attach_transfers(&mut ranks, &marks);
     let key_col = name_cols.as_ref().map(|nc| nc.key);
     let unplaced = compute::read(conn, &s, key_col, &other_names, &mut ranks, &slot, &procs, &mut skipped)?;
     if unplaced > 0 {
@@ -266,8 +284,8 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
     if nvtx.unclosed > 0 {
         warnings.push(format!("{} NVTX ranges were never closed and are left out", nvtx.unclosed));
     }
-    if ranks.len() > 1 && mpi.is_empty() {
-        warnings.push(format!("{} processes/GPUs in one file and no MPI_RANKS: global ranks are unknown", ranks.len()));
+    if ranks.len() > 1 && ranks.iter().any(|r| r.rank.is_none()) {
+        warnings.push(format!("{} processes/GPUs in one file and neither MPI_RANKS nor NCCL annotations naming ranks: global ranks are unknown", ranks.len()));
     }
     Ok(Ok(KernelTrace {
         source: SourceKind::Nsys,
@@ -284,4 +302,33 @@ fn read(conn: &Connection, path: &Path, opts: &TraceOptions) -> rusqlite::Result
         stats,
         warnings,
     }))
+}
+
+/// Adds each process's network transfers to the NCCL kernel that was the
+/// latest to start on it (the proxy works for the kernel in flight); a
+/// process driving several GPUs cannot say which kernel a transfer served,
+/// and gets none.
+fn attach_transfers(ranks: &mut [RankTrace], marks: &fork::ForkMarks) {
+    for r in 0..ranks.len() {
+        let pid = ranks[r].pid;
+        let Some(list) = marks.transfers.get(&pid) else { continue };
+        if ranks.iter().filter(|o| o.pid == pid).count() > 1 {
+            continue;
+        }
+        let kernels = &mut ranks[r].kernels;
+        for k in kernels.iter_mut() {
+            k.net = Some(NetBytes::default());
+        }
+        for t in list {
+            let i = kernels.partition_point(|k| k.start_ns <= t.ts_ns);
+            let Some(k) = i.checked_sub(1).and_then(|i| kernels.get_mut(i)) else { continue };
+            let n = k.net.get_or_insert_with(NetBytes::default);
+            if t.sent {
+                n.sent += t.bytes;
+            } else {
+                n.received += t.bytes;
+            }
+            n.transfers += 1;
+        }
+    }
 }

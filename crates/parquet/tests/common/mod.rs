@@ -192,7 +192,7 @@ pub fn expected_row(t: &OpTable, op: &CollOp, source: Option<SourceKind>) -> Vec
         ("kind", s(op.kind.name())),
         ("count", cl64(op.count)),
         ("datatype", s(dtype_name(op.dtype))),
-        ("bytes", cl64(op.bytes)),
+        ("bytes", op.size().map_or(Field::Null, cl64)),
         ("redop", opt_s(op.redop.map(redop_name))),
         ("root", cl32(op.root)),
         ("peer", cl32(op.peer)),
