@@ -24,6 +24,9 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print text tables at full width (by default they fit 80 columns, long text cut with …).
+    #[arg(long, global = true)]
+    wide: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -310,6 +313,9 @@ fn main() -> ExitCode {
     quiet_on_closed_stdout();
     commlens_parquet::quiet_guarded_panics();
     let cli = Cli::parse();
+    if cli.wide {
+        commlens_export::table::set_text_width(None);
+    }
     // Before anything is read or written: no output may be an input (the
     // paths as given: a stream's temporary copy is no input of the user's).
     if let Some((inputs, outs)) = command_paths(&cli.command) {

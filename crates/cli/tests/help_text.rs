@@ -107,3 +107,19 @@ fn commands_that_write_files_take_dash_o() {
         assert!(text.contains("-o, --out"), "{c} has no -o/--out:\n{text}");
     }
 }
+
+/// `stats` text fits 80 columns on the demo's logs (the operation mix is cut, with a note),
+/// and `--wide` prints it whole.
+#[test]
+fn stats_tables_fit_80_columns_unless_wide() {
+    let dir = common::temp_dir("width", "demo");
+    let cfg = commlens_synth::RunConfig::default();
+    commlens_synth::write_to_dir(&commlens_synth::generate(&cfg), &dir).unwrap();
+    let narrow = help(&["stats", dir.to_str().unwrap()]);
+    let over: Vec<&str> = narrow.lines().filter(|l| l.chars().count() > 80).collect();
+    assert!(over.is_empty(), "{over:#?}");
+    assert!(narrow.contains('…') && narrow.contains("--wide shows everything"), "{narrow}");
+    let wide = help(&["stats", dir.to_str().unwrap(), "--wide"]);
+    assert!(wide.lines().any(|l| l.chars().count() > 80) && !wide.contains('…'), "{wide}");
+    assert!(wide.contains("AllReduce 100%"), "{wide}");
+}

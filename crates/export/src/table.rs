@@ -1,6 +1,41 @@
 //! A titled table of strings, rendered as aligned text or as CSV.
+//!
+//! Text fits [`text_width`] columns (80 unless the CLI's `--wide` lifts the
+//! limit) where cutting long free text can make it fit: the widest
+//! left-aligned column holding a cell over 16 characters (operation mixes,
+//! GPU names, formulas) is cut with `…`, down to 10 columns, then the next.
+//! The first column (it names the row), numbers and short labels are never
+//! cut, so a table of many numeric columns stays wider. CSV and JSON are never
+//! cut.
 
 use std::fmt::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The width tables are fitted to; `usize::MAX` for none.
+static TEXT_WIDTH: AtomicUsize = AtomicUsize::new(80);
+
+/// Sets the width text tables are fitted to (`None`: no limit, `--wide`).
+pub fn set_text_width(w: Option<usize>) {
+    TEXT_WIDTH.store(w.unwrap_or(usize::MAX), Ordering::Relaxed);
+}
+
+/// The width text tables are fitted to.
+pub fn text_width() -> usize {
+    TEXT_WIDTH.load(Ordering::Relaxed)
+}
+
+/// Narrowest a cut column gets.
+const MIN_CUT_WIDTH: usize = 10;
+
+/// `s` cut to `w` characters, the last one `…` when anything was cut.
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
@@ -74,6 +109,31 @@ impl Table {
                 width[i] = width[i].max(c.chars().count());
             }
         }
+        // Fit the width: narrow the widest free-text column, one column at a time.
+        let limit = text_width();
+        let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+        // Only long free text is cut (lists, names, formulas: a cell over 16 characters in a
+        // left-aligned column); numbers and short labels never are.
+        let long_text: Vec<bool> = (0..n)
+            .map(|i| self.align[i] == Align::Left && self.rows.iter().any(|r| r.get(i).is_some_and(|c| c.chars().count() > 16)))
+            .collect();
+        while total(&width) > limit {
+            // The first column names the row (a figure, a file): never cut.
+            let Some(i) = (1..n)
+                .filter(|&i| long_text[i] && width[i] > MIN_CUT_WIDTH)
+                .max_by_key(|&i| (width[i], std::cmp::Reverse(i)))
+            else {
+                break;
+            };
+            let over = total(&width) - limit;
+            width[i] = width[i].saturating_sub(over).max(MIN_CUT_WIDTH);
+        }
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().enumerate().map(|(i, c)| cut(c, width.get(i).copied().unwrap_or(usize::MAX))).collect())
+            .collect();
+        let headers: Vec<String> = self.headers.iter().enumerate().map(|(i, h)| cut(h, width[i])).collect();
         let mut out = String::new();
         if !self.title.is_empty() {
             let _ = writeln!(out, "{}", self.title);
@@ -100,14 +160,17 @@ impl Table {
             }
             let _ = writeln!(out, "{}", s.trim_end());
         };
-        line(&self.headers, &mut out);
+        line(&headers, &mut out);
         let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
         line(&rule, &mut out);
-        for r in &self.rows {
+        for r in &rows {
             line(r, &mut out);
         }
         for note in &self.notes {
             let _ = writeln!(out, "{note}");
+        }
+        if rows.iter().flatten().zip(self.rows.iter().flatten()).any(|(a, b)| a.len() != b.len()) {
+            let _ = writeln!(out, "(… = cut to fit {limit} columns; --wide shows everything)");
         }
         out
     }
@@ -193,6 +256,17 @@ mod tests {
         assert_eq!(lines[3], "a              1");
         assert_eq!(lines[4], "long name  12345");
         assert_eq!(lines[5], "note");
+    }
+
+    #[test]
+    fn text_fits_the_width_by_cutting_free_text_columns() {
+        let mut t = Table::new("t", &["communicator", "ops>", "operation mix", "bytes>"]);
+        t.row(vec!["world0".into(), "12".into(), "AllReduce 51%, AllGather 30%, ReduceScatter 19%".repeat(2), "16.0 MiB".into()]);
+        let text = t.to_text();
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+        assert!(text.contains('…') && text.contains("16.0 MiB") && text.contains("world0"), "{text}");
+        // CSV keeps every character.
+        assert!(t.to_csv().contains(&"AllReduce 51%, AllGather 30%, ReduceScatter 19%".repeat(2)));
     }
 
     #[test]
