@@ -133,34 +133,63 @@ fn scenarios_megatron() {
     }
 }
 
-/// What timing is worth: the same scenarios with kernels that carry only GPU
-/// start times (no launch call), and with records that carry no timestamps.
-/// Reported, not held to the targets: in a periodic Megatron stream a random
-/// drop can be placed only by timing, and GPU start times drift by
-/// milliseconds behind a busy GPU.
+/// A timing condition: its name and how it changes the generator's settings.
+type Condition = (&'static str, fn(&mut MegatronConfig));
+
+/// The timing conditions users capture in, on the Megatron-like scenarios.
+fn conditions() -> [Condition; 4] {
+    [
+        ("launch times", |_| {}),
+        ("GPU start only", |c| c.kernel_launch_times = false),
+        ("no log timestamps", |c| c.timestamps = false),
+        ("no timing at all", |c| {
+            c.timestamps = false;
+            c.kernel_launch_times = false;
+        }),
+    ]
+}
+
+/// Every timing condition: kernels with launch times (nsys/Kineto runtime
+/// records), with GPU start times only, records without timestamps (every
+/// NCCL before 2.26), and neither. Prints the F1 per scenario and condition,
+/// then a summary; holds the launch-time condition to the target
+/// (average ≥ 0.95, worst ≥ 0.90) and the others to floors below it (see
+/// `FLOORS`: without a link between the two clocks, a kernel lost from a
+/// periodic, GPU-bound run can be placed only by the stream's idle times).
 #[test]
-fn scenarios_megatron_weaker_timing() {
+fn scenarios_megatron_every_timing_condition() {
+    // (average, worst) each condition must keep.
+    const FLOORS: [(f64, f64); 4] = [(0.95, 0.90), (0.80, 0.60), (0.79, 0.58), (0.79, 0.58)];
     let scs = table_4_5(0);
-    let starts = run(
-        "... kernels without launch times (GPU start only)",
-        &scs,
-        |c| c.kernel_launch_times = false,
-    );
-    let none = run("... records without timestamps", &scs, |c| {
-        c.timestamps = false
-    });
-    for res in [&starts, &none] {
-        assert!(
-            res[0].0.f1() >= 0.97,
-            "nothing dropped: F1 {:.3}",
-            res[0].0.f1()
-        );
-        for (ours, nw) in res.iter() {
+    let mut summary = Vec::new();
+    for (name, tweak) in conditions() {
+        let res = run(&format!("... {name}"), &scs, tweak);
+        let f1: Vec<f64> = res.iter().map(|r| r.0.f1()).collect();
+        let avg = f1.iter().sum::<f64>() / f1.len() as f64;
+        let worst = f1.iter().copied().fold(1.0, f64::min);
+        assert!(f1[0] >= 0.97, "{name}: nothing dropped: F1 {:.3}", f1[0]);
+        for (ours, nw) in &res {
             assert!(
                 ours.f1() >= nw.f1(),
-                "never worse than the thesis-faithful aligner"
+                "{name}: never worse than the thesis-faithful aligner"
             );
         }
+        summary.push((name, f1, avg, worst));
+    }
+    println!("\nF1 per timing condition (Megatron-like Table 4.5, {SEEDS} seeds)");
+    println!(
+        "{:<20} {:>6} {:>6} {:>6} {:>6} | {:>7} {:>6}",
+        "condition", "easy", "nsys", "nccl", "both", "average", "worst"
+    );
+    for (name, f1, avg, worst) in &summary {
+        println!(
+            "{name:<20} {:>6.3} {:>6.3} {:>6.3} {:>6.3} | {avg:>7.3} {worst:>6.3}",
+            f1[0], f1[1], f1[2], f1[3]
+        );
+    }
+    for ((name, _, avg, worst), (a, w)) in summary.iter().zip(FLOORS) {
+        assert!(*avg >= a, "{name}: average F1 {avg:.3} < {a}");
+        assert!(*worst >= w, "{name}: worst F1 {worst:.3} < {w}");
     }
 }
 

@@ -16,10 +16,12 @@
 //!
 //! *Transitions* ([`Priors`]) are log-probabilities of a kernel explaining one
 //! record, two (2:1 batching) or a point-to-point group of `t`, and of a record or
-//! a kernel left unmatched. The first pass uses fixed values (2:1 favoured only
+//! a kernel left unmatched; the gap scores also depend on where the gap is
+//! (lost `opCount`s, stream idle time: [`super::gaps`]). The first pass uses fixed values (2:1 favoured only
 //! when the stream [looks batched](Scorer::looks_batched)); later passes use
 //! values learned from the first (hard EM).
 
+use super::gaps;
 use super::lag::LagModel;
 use super::signature::{KernelSig, LogSig, GENERIC, NO_BYTES, NO_TIME, SEND_RECV};
 use super::MAX_GROUP;
@@ -172,6 +174,10 @@ pub struct Scorer<'a> {
     ls: Vec<LogSig>,
     ks: Vec<KernelSig>,
     oc_link: Vec<f32>,
+    /// Lost `opCount`s per row ([`super::gaps::kernel_gap_rows`]).
+    pub(super) kgap_rows: Vec<u8>,
+    /// Added to the record-gap prior per column ([`super::gaps::log_gap_cols`]).
+    pub(super) lgap_cols: Vec<f32>,
 }
 
 impl<'a> Scorer<'a> {
@@ -226,7 +232,20 @@ impl<'a> Scorer<'a> {
                 .iter()
                 .map(|&j| KernelSig::of(&kernels[j as usize]))
                 .collect(),
+            kgap_rows: Vec::new(),
+            lgap_cols: Vec::new(),
         }
+        .with_gap_evidence()
+    }
+
+    fn with_gap_evidence(mut self) -> Self {
+        self.kgap_rows =
+            gaps::kernel_gap_rows(self.n_logs(), |i| &self.logs[self.log_idx[i] as usize]);
+        let ends: Vec<i64> = (0..self.n_kernels())
+            .map(|j| self.kernel(j).end_ns)
+            .collect();
+        self.lgap_cols = gaps::log_gap_cols(&self.ks, &ends);
+        self
     }
 
     pub fn n_logs(&self) -> usize {
@@ -474,8 +493,9 @@ fn agree(a: u8, b: u8, plus: f32, minus: f32) -> f32 {
 
 /// Two consecutive records that one batched kernel may stand for: same
 /// collective on the same communicator, every feature known on both equal (the
-/// thesis's 2:1 ranks log each collective twice; point-to-point records are
-/// never doubled; a tuning line may be missing on one of the two).
+/// thesis's 2:1 ranks log each collective twice, with consecutive `opCount`s;
+/// point-to-point records are never doubled; a tuning line may be missing on
+/// one of the two).
 fn batchable(a: &LogEntry, b: &LogEntry) -> bool {
     fn same<T: PartialEq>(x: Option<T>, y: Option<T>) -> bool {
         match (x, y) {
@@ -483,7 +503,13 @@ fn batchable(a: &LogEntry, b: &LogEntry) -> bool {
             _ => true,
         }
     }
+    // Records lost between them (an `opCount` jump) belong to other kernels.
+    let adjacent = match (a.op_count, b.op_count) {
+        (Some(x), Some(y)) => y <= x + 1,
+        _ => true,
+    };
     !a.kind.is_p2p()
+        && adjacent
         && a.kind == b.kind
         && a.comm == b.comm
         && same(a.dtype, b.dtype)

@@ -9,11 +9,12 @@
 //!   does not grow with the sequences.
 //!
 //! Internals: [`signature`] (features folded into bytes), [`features`]
-//! (emission and transition scores), [`window_dp`]
+//! (emission and transition scores), [`gaps`] (where gaps belong), [`window_dp`]
 //! (the windowed dynamic program), [`lag`] (log-to-kernel delay model),
 //! [`streams`] (pairing log queues with trace streams).
 
 pub mod features;
+pub mod gaps;
 pub mod lag;
 pub mod needleman_wunsch;
 pub mod production;

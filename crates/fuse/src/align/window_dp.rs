@@ -14,7 +14,8 @@
 //! Moves into cell `(i, j)` (records `< i`, kernels `< j` consumed): one record
 //! with one kernel; two records with one kernel (2:1 batching); `t ≤ MAX_GROUP`
 //! point-to-point records with one SendRecv kernel; a record alone; a kernel
-//! alone. A one-to-one match right after another match earns a small bonus
+//! alone (scored by its position and its run on the row: two states per
+//! cell, see `Mats`). A one-to-one match right after another match earns a small bonus
 //! (contiguous matches win among otherwise equal alignments). Ties prefer, in
 //! order: one-to-one, batch, fusion, kernel gap, record gap.
 //!
@@ -23,6 +24,7 @@
 //! band double and the window is solved again, up to `max_growth`.
 
 use super::features::{Scorer, NEG};
+use super::gaps::KGAP_TABLE;
 use super::{MatchShape, MAX_GROUP};
 
 /// Window geometry.
@@ -69,6 +71,8 @@ pub struct Group {
 const MV_ONE: u8 = 1;
 const MV_BATCH: u8 = 2;
 const MV_KGAP: u8 = 3;
+/// Longest run of kernel gaps on one row whose length is tracked.
+const MAX_KRUN: u8 = 250;
 const MV_LGAP: u8 = 4;
 const MV_FUSE: u8 = 10; // + t
 
@@ -80,8 +84,7 @@ pub fn align_stream(s: &Scorer, p: &WindowParams) -> Vec<Group> {
         return out;
     }
     let ratio = (m as f64 / n as f64).clamp(0.125, 8.0);
-    let mut h: Vec<f32> = Vec::new();
-    let mut b: Vec<u8> = Vec::new();
+    let mut mats = Mats::default();
     let mut path: Vec<(u8, u32, u32)> = Vec::new();
     // End credits: what an entry left for later is expected to earn. A match's
     // score goes half to its kernel, half to its records; an entry that the
@@ -110,13 +113,13 @@ pub fn align_stream(s: &Scorer, p: &WindowParams) -> Vec<Group> {
                 ratio
             };
             let band = (p.band * growth).max(slope.ceil() as usize + 1);
-            fill(s, (i0, j0), (il, jl), (slope, band), &mut h, &mut b);
+            fill(s, (i0, j0), (il, jl), (slope, band), &mut mats);
             let end = if last {
                 (il, jl)
             } else {
-                best_end(&h, (i0, j0), (il, jl), &credit)
+                best_end(&mats, (i0, j0), (il, jl), &credit)
             };
-            traceback(&b, jl + 1, end, &mut path);
+            traceback(&mats, jl + 1, end, &mut path);
             let lim_i = if last {
                 usize::MAX
             } else {
@@ -136,7 +139,7 @@ pub fn align_stream(s: &Scorer, p: &WindowParams) -> Vec<Group> {
             for &(mv, _, _) in &path[..kept] {
                 let (lc, kc) = move_size(mv);
                 consumed += lc + kc;
-                if mv != MV_KGAP && mv != MV_LGAP {
+                if is_match(mv) {
                     matched += lc + kc;
                 }
             }
@@ -151,7 +154,7 @@ pub fn align_stream(s: &Scorer, p: &WindowParams) -> Vec<Group> {
                 let shape = match mv {
                     MV_ONE => Some(MatchShape::OneToOne),
                     MV_BATCH => Some(MatchShape::Batched),
-                    x if x > MV_FUSE => Some(MatchShape::FusedP2p),
+                    x if is_match(x) => Some(MatchShape::FusedP2p),
                     _ => None,
                 };
                 if let Some(shape) = shape {
@@ -191,26 +194,108 @@ fn move_size(mv: u8) -> (usize, usize) {
     }
 }
 
-/// Fills the window's score and move matrices inside the band `|j − slope·i| ≤ band`
-/// (cells outside stay forbidden).
+/// The window's matrices, reused across windows. Two states per cell (as in
+/// Gotoh's affine gaps): `m`, the best path whose last move is not a kernel
+/// gap, and `k`, the best path whose last move is one, with the length of its
+/// run of kernel gaps on the row (gap scores depend on it, see
+/// [`Scorer::kernel_gap_at`]); keeping them apart keeps a path that enters a
+/// row by a match from losing its cheap gaps to one that entered by gaps.
+#[derive(Default)]
+struct Mats {
+    c: Vec<Cell>,
+    /// Record-gap score per column of the window.
+    lgap: Vec<f32>,
+}
+
+/// One cell of both states, side by side (one cache line serves a neighbour).
+#[derive(Clone, Copy)]
+struct Cell {
+    m: f32,
+    k: f32,
+    /// Move of the `m` path.
+    bm: u8,
+    /// Run length of the `k` path (1: it left the `m` state of the cell before).
+    bk: u8,
+}
+
+const FORBIDDEN: Cell = Cell {
+    m: NEG,
+    k: NEG,
+    bm: 0,
+    bk: 0,
+};
+
+impl Mats {
+    /// Makes room for `cells` cells (contents unspecified).
+    fn grow(&mut self, cells: usize) {
+        if self.c.len() < cells {
+            self.c.resize(cells, FORBIDDEN);
+        }
+    }
+
+    /// Forbids cells `row + lo ..= row + hi` (none when `lo > hi`).
+    fn reset(&mut self, row: usize, lo: usize, hi: usize) {
+        if lo > hi {
+            return;
+        }
+        self.c[row + lo..=row + hi].fill(FORBIDDEN);
+    }
+
+    #[inline]
+    fn h(&self, c: usize) -> f32 {
+        self.c[c].m.max(self.c[c].k)
+    }
+
+    /// Score of the best path into cell `c` as seen by a one-to-one match
+    /// after it (which earns the run bonus after a match), and whether it is
+    /// the `k` state.
+    #[inline]
+    fn before_one(&self, c: usize) -> (f32, bool) {
+        let m = self.c[c].m
+            + if is_match(self.c[c].bm) {
+                RUN_BONUS
+            } else {
+                0.0
+            };
+        if self.c[c].k > m {
+            (self.c[c].k, true)
+        } else {
+            (m, false)
+        }
+    }
+}
+
+/// Fills the window's matrices inside the band `|j − slope·i| ≤ band` (cells
+/// outside stay forbidden).
 fn fill(
     s: &Scorer,
     (i0, j0): (usize, usize),
     (il, jl): (usize, usize),
     (slope, band): (f64, usize),
-    h: &mut Vec<f32>,
-    b: &mut Vec<u8>,
+    x: &mut Mats,
 ) {
     let w = jl + 1;
-    h.clear();
-    h.resize((il + 1) * w, NEG);
-    b.clear();
-    b.resize((il + 1) * w, 0);
-    let (lgap, kgap) = (s.priors.log_gap, s.priors.kernel_gap);
-    h[0] = 0.0;
+    x.grow((il + 1) * w);
+    // Only the cells a row's moves read are reset (stale values elsewhere are
+    // never read): the band, one cell before it, the cells later rows' many-to-one
+    // moves reach beyond it, the last row and the last column (free ends).
+    let reach = (slope * MAX_GROUP as f64).ceil() as usize + 2;
+    x.reset(0, 0, (band + reach).min(jl));
+    x.reset(il * w, 0, jl);
+    for i in 0..=il {
+        x.reset(i * w, jl, jl);
+    }
+    s.log_gaps(j0, jl + 1, &mut x.lgap);
+    let mut ktab = [0f32; KGAP_TABLE];
+    x.c[0].m = 0.0;
     for j in 1..=jl.min(band) {
-        h[j] = h[j - 1] + kgap;
-        b[j] = MV_KGAP;
+        let (prev, run) = if j == 1 {
+            (x.c[0].m, 1)
+        } else {
+            (x.c[j - 1].k, (x.c[j - 1].bk + 1).min(MAX_KRUN))
+        };
+        x.c[j].k = prev + s.kernel_gap_at(i0, usize::from(run));
+        x.c[j].bk = run;
     }
     for i in 1..=il {
         let gi = i0 + i - 1;
@@ -218,40 +303,37 @@ fn fill(
         let up = (i - 1) * w;
         let centre = (i as f64 * slope).round() as usize;
         let (lo, hi) = (centre.saturating_sub(band), (centre + band).min(jl));
+        x.reset(row, lo.saturating_sub(1), (hi + reach).min(jl));
         if lo == 0 {
-            h[row] = h[up] + lgap;
-            b[row] = MV_LGAP;
+            x.c[row].m = x.h(up) + x.lgap[0];
+            x.c[row].bm = MV_LGAP;
         }
+        s.kernel_gaps(i0 + i, &mut ktab);
         let batch = i >= 2 && s.batch_ok(gi);
-        let run = s.p2p_run(gi).min(i).min(MAX_GROUP);
+        let p2p = s.p2p_run(gi).min(i).min(MAX_GROUP);
         for j in lo.max(1)..=hi {
             let gj = j0 + j - 1;
             // Continuing a run of matches earns a small bonus (greedy bookkeeping,
             // as the thesis's sequence bonus): among equally good alignments the
             // one with contiguous matches and grouped gaps wins.
-            let run_bonus = if is_match(b[up + j - 1]) {
-                RUN_BONUS
-            } else {
-                0.0
-            };
             let e = s.e1(gi, gj);
-            let mut best = h[up + j - 1] + s.one(e, gi, gj) + run_bonus;
+            let mut best = x.before_one(up + j - 1).0 + s.one(e, gi, gj);
             let mut mv = MV_ONE;
             // Every many-to-one move contains record `gi` with kernel `gj`.
             if e > NEG * 0.5 {
                 if batch {
-                    let c = h[(i - 2) * w + j - 1] + s.batch(e, gi, gj);
+                    let c = x.h((i - 2) * w + j - 1) + s.batch(e, gi, gj);
                     if c > best {
                         best = c;
                         mv = MV_BATCH;
                     }
                 }
-                if run >= 2 && s.kernel_hosts_p2p(gj) {
+                if p2p >= 2 && s.kernel_hosts_p2p(gj) {
                     let mut sum = e;
-                    for t in 2..=run {
+                    for t in 2..=p2p {
                         let first = gi + 1 - t;
                         sum += s.e1(first, gj) + s.op_count_link(first + 1);
-                        let c = h[(i - t) * w + j - 1] + s.fuse(first, gi, gj, sum);
+                        let c = x.h((i - t) * w + j - 1) + s.fuse(first, gi, gj, sum);
                         if c > best {
                             best = c;
                             mv = MV_FUSE + t as u8;
@@ -259,18 +341,27 @@ fn fill(
                     }
                 }
             }
-            let c = h[row + j - 1] + kgap;
-            if c > best {
-                best = c;
-                mv = MV_KGAP;
-            }
-            let c = h[up + j] + lgap;
+            let c = x.h(up + j) + x.lgap[j];
             if c > best {
                 best = c;
                 mv = MV_LGAP;
             }
-            h[row + j] = best;
-            b[row + j] = mv;
+            x.c[row + j].m = best;
+            x.c[row + j].bm = mv;
+            // Kernel gap: a new run from the `m` state, or one more in the `k` run.
+            let run = (x.c[row + j - 1].bk + 1).min(MAX_KRUN);
+            let g1 = ktab[1];
+            let gk = match ktab.get(usize::from(run)) {
+                Some(&g) => g,
+                None => s.kernel_gap_at(i0 + i, usize::from(run)),
+            };
+            let from_m = x.c[row + j - 1].m + g1;
+            let from_k = x.c[row + j - 1].k + gk;
+            (x.c[row + j].k, x.c[row + j].bk) = if from_k > from_m {
+                (from_k, run)
+            } else {
+                (from_m, 1)
+            };
         }
     }
 }
@@ -289,27 +380,27 @@ struct Credit<'a> {
 /// weak match at its start and take a strong one at its end for free, and the
 /// shift would propagate window after window.
 fn best_end(
-    h: &[f32],
+    x: &Mats,
     (i0, j0): (usize, usize),
     (il, jl): (usize, usize),
     credit: &Credit,
 ) -> (usize, usize) {
     let w = jl + 1;
     let mut best = (il, jl);
-    let mut score = h[il * w + jl];
+    let mut score = x.h(il * w + jl);
     let mut acc = 0.0f32;
     for j in (0..jl).rev() {
         acc += (credit.kernel)(j0 + j);
-        if h[il * w + j] + acc > score {
-            score = h[il * w + j] + acc;
+        if x.h(il * w + j) + acc > score {
+            score = x.h(il * w + j) + acc;
             best = (il, j);
         }
     }
     let mut acc = 0.0f32;
     for i in (0..il).rev() {
         acc += (credit.log)(i0 + i);
-        if h[i * w + jl] + acc > score {
-            score = h[i * w + jl] + acc;
+        if x.h(i * w + jl) + acc > score {
+            score = x.h(i * w + jl) + acc;
             best = (i, jl);
         }
     }
@@ -317,16 +408,30 @@ fn best_end(
 }
 
 /// Moves from (0, 0) to `end` in order, each with its start cell.
-fn traceback(b: &[u8], w: usize, end: (usize, usize), path: &mut Vec<(u8, u32, u32)>) {
+fn traceback(x: &Mats, w: usize, end: (usize, usize), path: &mut Vec<(u8, u32, u32)>) {
     path.clear();
     let (mut i, mut j) = end;
+    let mut in_k = x.c[i * w + j].k > x.c[i * w + j].m;
     while i > 0 || j > 0 {
-        let mv = b[i * w + j];
+        let c = i * w + j;
+        if in_k {
+            in_k = x.c[c].bk > 1;
+            j -= 1;
+            path.push((MV_KGAP, i as u32, j as u32));
+            continue;
+        }
+        let mv = x.c[c].bm;
         debug_assert!(mv != 0, "traceback left the band at ({i}, {j})");
         let (lc, kc) = move_size(mv);
         i -= lc;
         j -= kc;
         path.push((mv, i as u32, j as u32));
+        let p = i * w + j;
+        in_k = if mv == MV_ONE {
+            x.before_one(p).1
+        } else {
+            x.c[p].k > x.c[p].m
+        };
     }
     path.reverse();
 }
