@@ -289,22 +289,30 @@ pub fn for_each_tar_member<E: From<TarError>>(
     })
 }
 
+/// A ustar header block for a member `name` (at most 100 bytes) of `size` bytes and type
+/// `kind` (`b'0'` a regular file, `b'5'` a folder, `b'2'` a link): what tests and tools
+/// that write small archives need (the member's data follows, padded to 512 bytes).
+pub fn ustar_header(name: &str, size: usize, kind: u8) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    let n = name.len().min(100);
+    h[..n].copy_from_slice(&name.as_bytes()[..n]);
+    h[100..107].copy_from_slice(b"0000644");
+    h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
+    h[156] = kind;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| b as u32).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn header(name: &str, size: usize, kind: u8) -> [u8; 512] {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..107].copy_from_slice(b"0000644");
-        h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
-        h[156] = kind;
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|&b| b as u32).sum();
-        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        h
+        ustar_header(name, size, kind)
     }
 
     fn push(tar: &mut Vec<u8>, name: &str, data: &[u8], kind: u8) {

@@ -195,16 +195,7 @@ mod tests {
     use super::*;
 
     fn header(name: &str, size: usize) -> [u8; 512] {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..107].copy_from_slice(b"0000644");
-        h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
-        h[156] = b'0';
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|&b| b as u32).sum();
-        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        h
+        crate::tar::ustar_header(name, size, b'0')
     }
 
     #[test]

@@ -136,16 +136,7 @@ fn folders_of_plugin_outputs_read_each_file_by_its_kind() {
 
 /// A ustar header for a regular member.
 fn tar_header(name: &str, size: usize) -> [u8; 512] {
-    let mut h = [0u8; 512];
-    h[..name.len()].copy_from_slice(name.as_bytes());
-    h[100..107].copy_from_slice(b"0000644");
-    h[124..135].copy_from_slice(format!("{size:011o}").as_bytes());
-    h[156] = b'0';
-    h[257..263].copy_from_slice(b"ustar\0");
-    h[148..156].copy_from_slice(b"        ");
-    let sum: u32 = h.iter().map(|&b| b as u32).sum();
-    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-    h
+    commlens_archive::tar::ustar_header(name, size, b'0')
 }
 
 /// The files of `dir` (flat) as `(prefix/name, bytes)`.

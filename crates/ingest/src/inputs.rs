@@ -379,12 +379,11 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
-    let (files, notes) = drop_same_content(expand_inputs(paths)?);
-    let (loaded, states) = read_log_files(&files, notes, opts, keep_ops, make, per_op)?;
-    if loaded.reports.is_empty() {
-        return Err(IngestError::NoInputs { paths: paths.to_vec() });
+    // The paths as given name the error when nothing was read (not the files found).
+    match load_listed_with(&expand_inputs(paths)?, opts, keep_ops, make, per_op) {
+        Err(IngestError::NoInputs { .. }) => Err(IngestError::NoInputs { paths: paths.to_vec() }),
+        r => r,
     }
-    Ok((loaded, states))
 }
 
 /// [`load_inputs_with`] on files already listed by [`expand_inputs`] (or

@@ -57,17 +57,7 @@ impl TaskList {
 
     /// The gradient-norm AllReduce of one fp32 the CPU waits for (gradient clipping).
     pub fn grad_norm(&mut self, deps: Vec<u32>, group: GroupKind) -> u32 {
-        let call = CollCall {
-            group: GroupSel::of(group),
-            kind: OpKind::AllReduce,
-            count: 1,
-            dtype: DataType::Float32,
-            redop: Some(RedOp::Sum),
-            root: 0,
-            sync: true,
-            tag: 0x800,
-        };
-        self.push(Stream::Compute, deps, Work::Coll(call))
+        self.push(Stream::Compute, deps, Work::Coll(CollCall::grad_norm(group)))
     }
 
     /// Adam over `params` parameters held by the rank: 16 bytes streamed per parameter

@@ -178,6 +178,21 @@ pub struct CollCall {
 }
 
 impl CollCall {
+    /// The gradient-norm AllReduce of one fp32 on `group` that the CPU waits for (gradient
+    /// clipping before the optimizer step), as Megatron and DeepSpeed issue it.
+    pub fn grad_norm(group: GroupKind) -> CollCall {
+        CollCall {
+            group: GroupSel::of(group),
+            kind: OpKind::AllReduce,
+            count: 1,
+            dtype: DataType::Float32,
+            redop: Some(RedOp::Sum),
+            root: 0,
+            sync: true,
+            tag: 0x800,
+        }
+    }
+
     /// `count × sizeof(dtype)`: the bytes NCCL logs for the call (0 for unknown types).
     pub fn bytes(&self) -> u64 {
         self.dtype.size_bytes().map_or(0, |s| self.count.saturating_mul(s))

@@ -486,7 +486,7 @@ fn model(h: &mut String, m: &ModelTable) {
     notes(h, &m.notes);
 }
 
-fn generic_table(h: &mut String, t: &ReportTable) {
+pub(super) fn generic_table(h: &mut String, t: &ReportTable) {
     let headers: Vec<String> = t
         .headers
         .iter()

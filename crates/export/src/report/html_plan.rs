@@ -61,14 +61,6 @@ pub(super) fn plan(h: &mut String, p: &PlanSection) {
         h.push_str("<h3>Where the iteration goes</h3>");
         stacked(h, &p.time, Unit::Ns, "rank", "time per iteration");
     }
-    let t = &p.ranking;
-    let headers: Vec<String> = t
-        .headers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| if t.right_aligned.get(i).copied().unwrap_or(false) { format!("{c}>") } else { c.clone() })
-        .collect();
-    let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
-    super::html::table(h, &hs, &t.rows);
+    super::html::generic_table(h, &p.ranking);
     notes(h, &p.notes);
 }

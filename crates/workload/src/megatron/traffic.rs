@@ -471,17 +471,7 @@ impl<'a> Builder<'a> {
             self.coll(GroupKind::Embedding, OpKind::AllReduce, emb, DataType::Float32, Some(RedOp::Sum), 0x700);
             self.phase = Phase::Optimizer;
             if let Some(kind) = norm {
-                let call = CollCall {
-                    group: GroupSel::of(kind),
-                    kind: OpKind::AllReduce,
-                    count: 1,
-                    dtype: DataType::Float32,
-                    redop: Some(RedOp::Sum),
-                    root: 0,
-                    sync: true,
-                    tag: 0x800,
-                };
-                self.push(Work::Coll(call));
+                self.push(Work::Coll(CollCall::grad_norm(kind)));
             }
             // Adam over the stage's parameters: ~16 bytes per parameter at 1.5 TB/s, plus a
             // fixed 3 ms of launches and bookkeeping.
