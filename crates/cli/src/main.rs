@@ -51,6 +51,9 @@ enum Command {
         /// Also list the kinds of lines that were not interpreted, with samples.
         #[arg(short, long)]
         verbose: bool,
+        /// nccl-tests outputs: print every run's per-size rows (by default only up to 4 runs; more are summarised).
+        #[arg(long)]
+        sizes: bool,
     },
     /// The topology NCCL printed (log dump) or wrote as XML (NCCL_TOPO_DUMP_FILE): nodes, links
     /// and, per communicator, the bottleneck link.
@@ -340,7 +343,7 @@ fn main() -> ExitCode {
         }
     }
     let result = match command {
-        Command::Stats { inputs, format, verbose } => cmd::stats::run(&inputs, format, verbose),
+        Command::Stats { inputs, format, verbose, sizes } => cmd::stats::run(&inputs, format, verbose, sizes),
         Command::Topo { inputs, format, verbose } => cmd::topo::run(&inputs, format, verbose),
         Command::Trace { inputs, out } => cmd::trace::run(&inputs, &out),
         Command::Hang { inputs, format, still_running_ms } => cmd::hang::run(&inputs, format, still_running_ms),
@@ -474,7 +477,7 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
         Ok(v)
     };
     Ok(match command {
-        Command::Stats { inputs, format, verbose } => Command::Stats { inputs: files(inputs)?, format, verbose },
+        Command::Stats { inputs, format, verbose, sizes } => Command::Stats { inputs: files(inputs)?, format, verbose, sizes },
         Command::Topo { inputs, format, verbose } => Command::Topo { inputs: files(inputs)?, format, verbose },
         Command::Trace { inputs, out } => Command::Trace { inputs: files(inputs)?, out },
         Command::Hang { inputs, format, still_running_ms } => {

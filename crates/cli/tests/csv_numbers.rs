@@ -68,3 +68,42 @@ fn diff_and_model_csv_are_numbers() {
     assert!(assert_numeric(&rows, &["a", "b", "change_pct"]) >= 10);
     assert!(rows.iter().any(|r| r.get(1).is_some_and(|u| u == "B")), "byte figures carry their unit column");
 }
+
+/// One all_reduce_perf run (2 sizes) in nccl-tests' format, on host `box`.
+fn bench_run(scale: f64) -> String {
+    format!(
+        "# nThread 1 nGpus 2 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   4242 on        box device  0 [0000:17:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   4242 on        box device  1 [0000:65:00] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    20.00   52.43   {:.2}      0    20.00   52.43   52.43      0
+     2097152        524288     float     sum      -1    30.00   69.91   {:.2}      0    30.00   69.91   69.91      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 60.00
+#
+",
+        52.43 * scale,
+        69.91 * scale
+    )
+}
+
+#[test]
+fn a_sweep_of_many_runs_is_summarised_unless_sizes_is_asked() {
+    let dir = common::temp_dir("csv", "sweep");
+    let sweep = dir.join("sweep.out");
+    let text: String = (0..6).map(|i| bench_run(1.0 + i as f64 / 10.0)).collect();
+    std::fs::write(&sweep, text).unwrap();
+    let r = common::run_limited(common::commlens_cmd(&["stats", sweep.to_str().unwrap()]), 60, "stats");
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("6 runs summarised") && !r.out.contains("oop busbw"), "{}", r.out);
+    let r = common::run_limited(common::commlens_cmd(&["stats", sweep.to_str().unwrap(), "--sizes"]), 60, "stats");
+    assert_eq!(r.out.matches("oop busbw").count(), 6, "{}", r.out);
+    // CSV has every run's rows without asking.
+    let rows = csv(&["stats", sweep.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(rows.iter().filter(|r| r.first().is_some_and(|c| c == "1048576")).count(), 6);
+}

@@ -40,7 +40,7 @@ pub fn run(out: Option<PathBuf>) -> CmdResult {
     println!("  PyTorch profiler traces: {} ({} files)\n", dir.join("kineto").display(), kineto.len());
 
     println!("$ commlens stats {}\n", logs_dir.display());
-    super::stats::run(std::slice::from_ref(&logs_dir), Format::Table, false)?;
+    super::stats::run(std::slice::from_ref(&logs_dir), Format::Table, false, false)?;
     println!("$ commlens topo {}\n", logs_dir.display());
     super::topo::run(std::slice::from_ref(&logs_dir), Format::Table, false)?;
 

@@ -14,7 +14,7 @@ use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nccl_tests::BenchFile;
 use std::path::PathBuf;
 
-pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
+pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> CmdResult {
     // Our own Parquet tables are read whole (crate::load); the rest as before.
     let split = crate::load::split_inputs(inputs)?;
     // Each file by its kind: benchmark tables are read here, the rest by the
@@ -43,7 +43,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     }
     let only_benchmarks = rest.is_empty() && split.parquet.is_empty();
     if !bench.is_empty() && only_benchmarks {
-        print_benchmarks(read_benchmarks(&bench)?, format, true)?;
+        print_benchmarks(read_benchmarks(&bench)?, format, true, sizes)?;
         return Ok(());
     }
     let printed_benchmarks = !bench.is_empty();
@@ -53,7 +53,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         let both = crate::load::Split { parquet: split.parquet.clone(), rest: split.rest.clone() };
         let loaded = crate::load::load_split(&both, &ReadOptions::default())?;
         // JSON stays one document: the benchmark results join the stats object.
-        let bench_json = print_benchmarks(read_benchmarks(&bench)?, format, false)?;
+        let bench_json = print_benchmarks(read_benchmarks(&bench)?, format, false, sizes)?;
         eprint!("{}", render::trace_summary(&loaded.traces, verbose));
         for r in &loaded.plugin_reports {
             eprintln!(
@@ -110,7 +110,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         Err(commlens_ingest::IngestError::NoInputs { paths }) if printed_benchmarks => {
             let why = crate::load::why_no_inputs(&paths);
             eprintln!("note: skipped {} files beside the nccl-tests outputs{}", paths.len(), why.replace("; every file was refused or passed over:", ":"));
-            print_benchmarks(read?, format, true)?;
+            print_benchmarks(read?, format, true, sizes)?;
             return Ok(());
         }
         other => other?,
@@ -127,7 +127,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
     if t.devices.is_empty() && agg.cells.is_empty() {
         if printed_benchmarks {
             eprintln!("note: the NCCL lines beside the benchmark tables hold no communicators or operations");
-            print_benchmarks_of(read?, format, true, Some(Job::of_table(t)))?;
+            print_benchmarks_of(read?, format, true, sizes, Some(Job::of_table(t)))?;
             return Ok(());
         }
         return Err("no communicators and no operations in the inputs: the logs have neither init lines nor \
@@ -140,7 +140,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
              NCCL writes them with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL (or ALL)."
         );
     }
-    let bench_json = print_benchmarks(read?, format, false)?;
+    let bench_json = print_benchmarks(read?, format, false, sizes)?;
     print_stats(t, &loaded.notes, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
 }
 
@@ -153,8 +153,11 @@ fn read_benchmarks(files: &[PathBuf]) -> Result<Vec<BenchFile>, commlens_ingest:
 /// nccl-tests outputs: a summary per run, then each run's sizes (nothing
 /// when there are none). In JSON the results are returned (and printed only
 /// when `alone`), so that one document holds everything.
-fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    print_benchmarks_of(read, format, alone, None)
+/// Runs of nccl-tests output whose per-size rows `stats` prints without `--sizes`.
+const MAX_RUNS_WITH_SIZES: usize = 4;
+
+fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool, sizes: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    print_benchmarks_of(read, format, alone, sizes, None)
 }
 
 /// [`print_benchmarks`], the job line adding what `logged` (the NCCL lines
@@ -163,6 +166,7 @@ fn print_benchmarks_of(
     read: Vec<BenchFile>,
     format: Format,
     alone: bool,
+    sizes: bool,
     logged: Option<Job>,
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     if read.is_empty() {
@@ -198,12 +202,19 @@ fn print_benchmarks_of(
                     }
                 }
             }
-            for t in crate::baseline::tables(&read) {
+            // Text: the per-size rows of a few runs, or of any number with --sizes; a
+            // large output (a sweep of many runs) is summarised. CSV always has them all.
+            let runs: usize = read.iter().map(|f| f.runs.len()).sum();
+            let all_sizes = sizes || runs <= MAX_RUNS_WITH_SIZES || format == Format::Csv;
+            for (i, t) in crate::baseline::tables(&read).into_iter().enumerate() {
                 if format == Format::Csv {
                     println!("# {}\n{}", t.title, t.to_csv());
-                } else {
+                } else if i == 0 || all_sizes {
                     println!("{}", t.to_text());
                 }
+            }
+            if !all_sizes {
+                println!("({runs} runs summarised; --sizes prints each run's per-size rows, as --format csv|json do)\n");
             }
         }
     }
