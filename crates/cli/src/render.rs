@@ -291,14 +291,20 @@ pub fn read_summary(reports: &[ReadReport], skipped_files: &[(std::path::PathBuf
 pub fn trace_summary(traces: &[commlens_ingest::kineto::KernelTrace], verbose: bool) -> String {
     let mut s = String::new();
     for t in traces {
-        let ranks: Vec<String> = t.ranks.iter().map(|r| opt(r.rank)).collect();
+        // Ranks in order (a node's export lists its processes as it met them), unknown ones last.
+        let mut known: Vec<_> = t.ranks.iter().filter_map(|r| r.rank).collect();
+        known.sort_unstable();
+        let mut ranks: Vec<String> = known.iter().map(|r| r.to_string()).collect();
+        ranks.extend(t.ranks.iter().filter(|r| r.rank.is_none()).map(|_| "?".to_string()));
+        let world = t.world_size.map_or(String::new(), |w| format!(" of {w}"));
         let _ = writeln!(
             s,
-            "{}: {:?} trace, rank {} of {}: {} NCCL kernels, {} CPU-side collective calls (record_param_comms/nccl:* ops, wait calls included), {} kernels linked to their call",
+            "{}: {:?} trace, {} {}{}: {} NCCL kernels, {} CPU-side collective calls (record_param_comms/nccl:* ops, wait calls included), {} kernels linked to their call",
             t.path,
             t.source,
+            if ranks.len() == 1 { "rank" } else { "ranks" },
             ranks.join(","),
-            opt(t.world_size),
+            world,
             t.stats.nccl_kernels,
             t.stats.cpu_collectives,
             t.stats.linked_kernels
