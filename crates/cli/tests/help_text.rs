@@ -123,3 +123,18 @@ fn stats_tables_fit_80_columns_unless_wide() {
     assert!(wide.lines().any(|l| l.chars().count() > 80) && !wide.contains('…'), "{wide}");
     assert!(wide.contains("AllReduce 100%"), "{wide}");
 }
+
+/// The README's `commlens export logs/ -o ops.parquet` works as written (and the older
+/// `--parquet` still does).
+#[test]
+fn export_writes_parquet_with_dash_o() {
+    let dir = common::temp_dir("width", "export");
+    commlens_synth::write_to_dir(&commlens_synth::generate(&commlens_synth::RunConfig::default()), &dir.join("logs")).unwrap();
+    for flag in ["-o", "--parquet"] {
+        let out = dir.join(format!("ops{flag}.parquet"));
+        let r = common::run_limited(common::commlens_cmd(&["export", dir.join("logs").to_str().unwrap(), flag, out.to_str().unwrap()]), 120, "export");
+        assert_eq!(r.code, 0, "{flag}: {}", r.err);
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.len() > 8 && &bytes[..4] == b"PAR1", "{flag}: not a Parquet file");
+    }
+}

@@ -112,8 +112,7 @@ pub fn layer_params(m: &ModelSpec) -> LayerParams {
     if m.experts <= 1 {
         return LayerParams { dense: all, expert: 0.0 };
     }
-    let mats = if m.gated_mlp { 3.0 } else { 2.0 };
-    let expert = mats * m.hidden as f64 * m.ffn as f64 * m.experts as f64;
+    let expert = m.mlp_params() * m.experts as f64;
     LayerParams { dense: all - expert, expert }
 }
 

@@ -92,10 +92,7 @@ pub struct LayerCost {
 impl LayerCost {
     pub fn of(m: &ModelSpec) -> LayerCost {
         let h = m.hidden as f64;
-        let kv = h * m.kv_heads as f64 / m.heads.max(1) as f64;
-        let attn = 2.0 * h * h + 2.0 * h * kv;
-        let mats = if m.gated_mlp { 3.0 } else { 2.0 };
-        let mlp = mats * h * m.ffn as f64;
+        let (attn, mlp) = (m.attention_params(), m.mlp_params());
         LayerCost {
             attn_params: attn,
             mlp_params: mlp,

@@ -34,14 +34,24 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// Attention weights of one layer: Q and output projections `h²` each, K and V `h·kv`
+    /// each (grouped-query attention shrinks `kv`).
+    pub fn attention_params(&self) -> f64 {
+        let h = self.hidden as f64;
+        let kv = h * self.kv_heads as f64 / self.heads.max(1) as f64;
+        2.0 * h * h + 2.0 * h * kv
+    }
+
+    /// Weights of one MLP (one expert's for MoE): two `h × ffn` matrices, three when gated.
+    pub fn mlp_params(&self) -> f64 {
+        let mats = if self.gated_mlp { 3.0 } else { 2.0 };
+        mats * self.hidden as f64 * self.ffn as f64
+    }
+
     /// Parameters of one transformer layer (weights only; biases and norms are < 0.1 %).
     pub fn layer_params(&self) -> f64 {
         let h = self.hidden as f64;
-        let kv = h * self.kv_heads as f64 / self.heads as f64;
-        let attn = 2.0 * h * h + 2.0 * h * kv;
-        let mats = if self.gated_mlp { 3.0 } else { 2.0 };
-        let mlp = mats * h * self.ffn as f64 * self.experts as f64;
-        attn + mlp + 4.0 * h
+        self.attention_params() + self.mlp_params() * self.experts as f64 + 4.0 * h
     }
 
     /// Embedding parameters (input, plus output when untied).
@@ -57,9 +67,7 @@ impl ModelSpec {
 
     /// Parameters a token is multiplied by (MoE: only its `top_k` experts).
     pub fn active_params(&self) -> f64 {
-        let h = self.hidden as f64;
-        let mats = if self.gated_mlp { 3.0 } else { 2.0 };
-        let inactive = mats * h * self.ffn as f64 * (self.experts - self.top_k.min(self.experts)) as f64;
+        let inactive = self.mlp_params() * (self.experts - self.top_k.min(self.experts)) as f64;
         self.params() - self.layers as f64 * inactive
     }
 
