@@ -176,7 +176,7 @@ pub unsafe extern "C" fn record(handle: *mut c_void, st: c_int, args: *mut State
             l.push(e.finish());
             if st == state::KERNEL_CH_STOP {
                 if let Some((comm, op)) = l.kch_take(handle as u64) {
-                    inflight::on_kernel_ch_stop(comm, op, t);
+                    inflight::on_kernel_ch_stop(comm, op, t, arg.unwrap_or(0));
                 }
             }
         });
@@ -293,7 +293,7 @@ fn enc_proxy_step(e: &mut Enc, p: &crate::abi::ProxyStep) -> Hook {
 
 fn enc_kernel_ch(e: &mut Enc, k: &KernelCh) -> Hook {
     e.u8(k.channel_id).u64(k.p_timer);
-    Hook::KernelCh
+    Hook::KernelCh { p_timer: k.p_timer }
 }
 
 /// NetPlugin: id and data pointer value, plus the IB/socket v1 descriptor fields

@@ -3,8 +3,10 @@
 //! on-demand flush, the END record and file closing at the last finalize, and
 //! the exit/unload handler (`.fini_array`), which also frees what the statics
 //! own when the image really goes away. The writer also services the
-//! in-flight dump triggers ([`crate::hang::poll`]); the end of a session
-//! restores the signal handler that was there before ([`crate::signal`]).
+//! in-flight dump triggers ([`crate::hang::poll`]) and refreshes the live
+//! metrics ([`crate::metrics::poll`]); the end of a session restores the
+//! signal handler that was there before ([`crate::signal`]) and stops the
+//! metrics (HTTP thread joined, file removed).
 
 use crate::record::{self, kind, Enc};
 use crate::session::{
@@ -47,6 +49,7 @@ pub(crate) fn shutdown(at_exit: bool) {
         drain(&mut reg);
         if at_exit {
             crate::signal::uninstall();
+            crate::metrics::stop();
             if let Some(s) = reg.session.as_mut() {
                 s.file = None;
             }
@@ -55,6 +58,7 @@ pub(crate) fn shutdown(at_exit: bool) {
     }
     reg.ended = true;
     crate::signal::uninstall();
+    crate::metrics::stop();
     // Everything buffered first, then END as the file's last record.
     drain(&mut reg);
     let drops = reg.reaped_drops + reg.rings.iter().map(|e| e.ring.drops.load(Ordering::Relaxed)).sum::<u64>();
@@ -78,6 +82,7 @@ pub(crate) fn spawn_writer(reg: &mut Registry, period_ms: u64) {
         }
         drain(&mut lock(&REG));
         crate::hang::poll();
+        crate::metrics::poll();
     });
     match spawned {
         Ok(h) => {

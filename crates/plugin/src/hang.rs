@@ -46,7 +46,9 @@ pub fn poll() {
 /// Writes every device's dump now. Returns the number of files written.
 pub fn dump(reason: &str) -> Result<usize, String> {
     let _one = lock(&DUMPING);
-    let Some(offset) = session::epoch_offset() else { return Ok(0) };
+    let Some(offset) = session::epoch_offset() else {
+        return Ok(0);
+    };
     if session::forked() {
         return Ok(0);
     }
@@ -70,6 +72,16 @@ pub fn dump(reason: &str) -> Result<usize, String> {
             }
             Ok(ranks.len())
         });
+    if result.as_ref().is_ok_and(|n| *n > 0) {
+        use crate::metrics::{DUMPS_REQUEST, DUMPS_SIGNAL, DUMPS_TIMEOUT, LAST_DUMP_NS};
+        let counter = match reason {
+            "timeout" => &DUMPS_TIMEOUT,
+            "signal" => &DUMPS_SIGNAL,
+            _ => &DUMPS_REQUEST,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        LAST_DUMP_NS.store(sys::real_ns(), std::sync::atomic::Ordering::Relaxed);
+    }
     let logfn = lock(&REG).logfn;
     match &result {
         Ok(n) => log(

@@ -38,7 +38,12 @@
 //! stops it) remembers `handle → (comm, operation)` in a small per-thread map
 //! ([`KchMap`]). Nothing here allocates after a handle's queues reached their
 //! working size.
+//!
+//! Metrics: when they are on, each handle also owns a fixed-size
+//! [`crate::metrics::CommAcc`], updated under the same mutex when an operation
+//! completes ([`State::finish`]) and read by the writer ([`metrics_views`]).
 
+use crate::metrics::{CommAcc, HandleView};
 use crate::session::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -59,8 +64,13 @@ pub enum Hook {
     None,
     Task(Task),
     CeColl,
-    KernelCh,
-    ProxyOp { n_steps: i32 },
+    /// `p_timer`: the GPU timer at the channel's start (0: none).
+    KernelCh {
+        p_timer: u64,
+    },
+    ProxyOp {
+        n_steps: i32,
+    },
     ProxyStep,
 }
 
@@ -96,6 +106,9 @@ pub struct Op {
     pub enqueue: u64,
     pub start: u64,
     pub end: u64,
+    /// GPU timers (`pTimer`, the GPU's own clock): earliest channel start, latest channel stop.
+    pub gpu_start: u64,
+    pub gpu_end: u64,
     pub ch_total: u16,
     pub ch_started: u16,
     pub ch_stopped: u16,
@@ -132,6 +145,8 @@ struct State {
     /// At the last timeout dump: (next seq, completed). Operations older than the first
     /// value are covered by that dump until the handle completes another one.
     mark: Option<(u64, u64)>,
+    /// Metrics accumulators (metrics on only).
+    acc: Option<Box<CommAcc>>,
 }
 
 type Chunk = [AtomicPtr<Track>; CHUNK];
@@ -150,9 +165,25 @@ fn track(comm: u32) -> Option<&'static Track> {
     unsafe { (*chunk)[i % CHUNK].load(Ordering::Acquire).as_ref() }
 }
 
-/// Registers communicator number `idx` (called under the registry lock).
+/// Registers communicator number `idx` (called under the registry lock), with
+/// metrics accumulators when the configuration turns metrics on.
 #[allow(clippy::too_many_arguments)]
 pub fn register(idx: u32, comm_hash: u64, rank: i32, nranks: i32, dev: Option<i32>, name: &[u8], mask: u32) {
+    register_with(idx, comm_hash, rank, nranks, dev, name, mask, crate::config::config().metrics);
+}
+
+/// [`register`] with metrics on or off explicitly.
+#[allow(clippy::too_many_arguments)]
+pub fn register_with(
+    idx: u32,
+    comm_hash: u64,
+    rank: i32,
+    nranks: i32,
+    dev: Option<i32>,
+    name: &[u8],
+    mask: u32,
+    metrics: bool,
+) {
     let i = idx as usize;
     if i / CHUNK >= CHUNKS {
         return; // more than 65535 communicators in one session: the rest are not tracked
@@ -181,6 +212,7 @@ pub fn register(idx: u32, comm_hash: u64, rank: i32, nranks: i32, dev: Option<i3
             proxy: Vec::with_capacity(PROXY_RING),
             proxy_next: 0,
             mark: None,
+            acc: metrics.then(CommAcc::new),
         }),
     });
     // SAFETY: checked non-null above; a chunk is never freed while tracks are registered.
@@ -198,6 +230,7 @@ pub fn retire(idx: u32) {
         let mut s = lock(&t.st);
         s.live = false;
         (s.open, s.past, s.proxy) = (VecDeque::new(), VecDeque::new(), Vec::new());
+        s.acc = None;
     }
 }
 
@@ -228,6 +261,9 @@ impl State {
     }
 
     fn finish(&mut self, op: Op) {
+        if let Some(acc) = self.acc.as_mut() {
+            acc.record(&op);
+        }
         if self.past.len() == PAST {
             self.past.pop_front();
         }
@@ -304,10 +340,13 @@ fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64>
             s.next_seq += 1;
             None
         }
-        Hook::KernelCh => {
+        Hook::KernelCh { p_timer } => {
             let i = s.find(parent)?;
             let op = &mut s.open[i];
             op.ch_started = op.ch_started.saturating_add(1);
+            if p_timer != 0 && (op.gpu_start == 0 || p_timer < op.gpu_start) {
+                op.gpu_start = p_timer;
+            }
             let first = op.start == 0;
             if first {
                 op.start = t;
@@ -336,13 +375,14 @@ fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64>
     }
 }
 
-/// A KernelChStop of operation `op` of handle `comm`.
-pub fn on_kernel_ch_stop(comm: u32, op: u64, t: u64) {
+/// A KernelChStop of operation `op` of handle `comm`; `gpu`: its GPU timer (0: none).
+pub fn on_kernel_ch_stop(comm: u32, op: u64, t: u64, gpu: u64) {
     let Some(tr) = track(comm) else { return };
     let mut s = lock(&tr.st);
     let Some(i) = s.find(op) else { return };
     let o = &mut s.open[i];
     o.ch_stopped = o.ch_stopped.saturating_add(1);
+    o.gpu_end = o.gpu_end.max(gpu);
     if o.ch_stopped >= o.ch_total.max(o.ch_started) {
         let i = s.retire_earlier_plans(i);
         let mut o = s.open.remove(i).expect("found above");
@@ -405,6 +445,43 @@ pub fn overdue(now: u64, timeout: u64) -> bool {
         let covered = |o: &Op| s.mark.is_some_and(|(below, done)| o.seq < below && done == s.completed);
         s.live && s.open.iter().any(|o| now.saturating_sub(o.enqueue) > timeout && !covered(o))
     })
+}
+
+/// What the metrics writer needs of every live handle: its accumulators (and the
+/// samples completed since the last call), open operations and the oldest one's
+/// enqueue time, and how many are open longer than `timeout` ns (0: none counted).
+pub fn metrics_views(now: u64, timeout: u64) -> Vec<HandleView> {
+    let mut out = Vec::new();
+    for idx in 1..=HIGH.load(Ordering::Acquire) {
+        let Some(t) = track(idx) else { continue };
+        let mut s = lock(&t.st);
+        if !s.live {
+            continue;
+        }
+        let oldest = s.open.iter().map(|o| o.enqueue).min();
+        let overdue = if timeout == 0 {
+            0
+        } else {
+            s.open.iter().filter(|o| now.saturating_sub(o.enqueue) > timeout).count() as u64
+        };
+        let open = s.open.len() as u64;
+        let Some(acc) = s.acc.as_mut() else { continue };
+        out.push(HandleView {
+            idx,
+            comm_hash: t.comm_hash,
+            rank: t.rank,
+            nranks: t.nranks,
+            dev: t.dev,
+            name: t.name.clone(),
+            kinds: acc.kinds,
+            samples: acc.take_samples(),
+            lost_samples: acc.lost_samples,
+            open,
+            oldest_enqueue: oldest,
+            overdue,
+        });
+    }
+    out
 }
 
 /// Per-thread `KernelCh handle → (comm, operation)` for the KernelChStop that

@@ -33,13 +33,13 @@ fn pending_current_past() {
     let s = snap(101);
     assert_eq!((s.open.len(), s.open[0].seq, s.open[1].seq, s.open[0].start), (2, 0, 1, 0));
     // The first channel of op 1000 starts: it runs; the KernelCh must be remembered.
-    assert_eq!(on_start(&Hook::KernelCh, 101, 1001, 1000, 20), Some(1000));
-    assert_eq!(on_start(&Hook::KernelCh, 101, 1002, 1000, 21), Some(1000));
-    assert_eq!(on_start(&Hook::KernelCh, 101, 1003, 4242, 21), None, "unknown parent");
-    on_kernel_ch_stop(101, 1000, 30);
+    assert_eq!(on_start(&Hook::KernelCh { p_timer: 0 }, 101, 1001, 1000, 20), Some(1000));
+    assert_eq!(on_start(&Hook::KernelCh { p_timer: 0 }, 101, 1002, 1000, 21), Some(1000));
+    assert_eq!(on_start(&Hook::KernelCh { p_timer: 0 }, 101, 1003, 4242, 21), None, "unknown parent");
+    on_kernel_ch_stop(101, 1000, 30, 0);
     let s = snap(101);
     assert_eq!((s.open[0].start, s.open[0].ch_started, s.open[0].ch_stopped), (20, 2, 1));
-    on_kernel_ch_stop(101, 1000, 31);
+    on_kernel_ch_stop(101, 1000, 31, 0);
     let s = snap(101);
     assert_eq!(s.open.len(), 1);
     assert_eq!((s.past[0].id, s.past[0].enqueue, s.past[0].start, s.past[0].end), (1000, 10, 20, 31));
@@ -52,13 +52,13 @@ fn a_later_plan_retires_earlier_ones() {
     on_start(&task(1, 2), 102, 10, 0, 1); // plan 1, its KernelCh events get lost
     on_start(&task(2, 1), 102, 20, 0, 2); // plan 2, same group as the next
     on_start(&task(2, 1), 102, 30, 0, 3);
-    on_start(&Hook::KernelCh, 102, 31, 30, 5);
+    on_start(&Hook::KernelCh { p_timer: 0 }, 102, 31, 30, 5);
     let s = snap(102);
     assert_eq!(s.open.iter().map(|o| o.id).collect::<Vec<_>>(), vec![20, 30], "plan 1 finished before plan 2 ran");
     assert_eq!((s.past[0].id, s.past[0].end), (10, 0), "end unknown");
     // Unknown plans (0) never retire anything.
     on_start(&task(0, 1), 102, 40, 0, 6);
-    on_start(&Hook::KernelCh, 102, 41, 40, 7);
+    on_start(&Hook::KernelCh { p_timer: 0 }, 102, 41, 40, 7);
     assert_eq!(snap(102).open.len(), 3);
 }
 
@@ -86,8 +86,8 @@ fn bounded_and_untracked() {
     assert_eq!((s.open.len(), s.forgotten, s.open[0].seq), (MAX_OPEN, 5, 5));
     for i in 0..(PAST as u64 + 3) {
         let id = 100 + 5 + i;
-        on_start(&Hook::KernelCh, 104, id + 10_000, id, 2);
-        on_kernel_ch_stop(104, id, 3);
+        on_start(&Hook::KernelCh { p_timer: 0 }, 104, id + 10_000, id, 2);
+        on_kernel_ch_stop(104, id, 3, 0);
     }
     let s = snap(104);
     assert_eq!((s.past.len(), s.past[0].seq, s.past[PAST - 1].seq), (PAST, 8, PAST as u64 + 7));
@@ -120,8 +120,8 @@ fn one_dump_per_stall() {
     assert!(over(2_600), "an operation the dump did not see");
     snapshot(true);
     assert!(!over(9_000));
-    on_start(&Hook::KernelCh, 106, 11, 10, 3_000);
-    on_kernel_ch_stop(106, 10, 3_001); // progress: the handle completed something
+    on_start(&Hook::KernelCh { p_timer: 0 }, 106, 11, 10, 3_000);
+    on_kernel_ch_stop(106, 10, 3_001, 0); // progress: the handle completed something
     assert!(over(9_000), "op 20 is stuck after the earlier stall resolved: a new stall");
     assert!(overdue(u64::MAX / 2, 500));
 }

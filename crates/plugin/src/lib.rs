@@ -11,13 +11,17 @@
 //! * [`flush`]: drain, background writer, END record, exit/unload handler;
 //! * [`inflight`]: per-communicator pending/current/past operations (hang view);
 //! * [`hang`]: `commlens-hang` JSON dumps and their triggers; [`signal`]: the dump signal;
+//! * [`metrics`]: live metrics (hot-path accumulators, the writer's refresh),
+//!   [`slow_rank`]: online slow-rank rule, [`prom`]: Prometheus text format,
+//!   [`http`]: the local metrics endpoint;
 //! * [`ring`]: the single-producer single-consumer byte ring;
 //! * [`record`]: the record encoder (the format is specified in `FORMAT.md`);
 //! * [`config`]: environment variables; [`sys`]: the few OS calls.
 //!
 //! Exported symbols: `ncclProfiler_v7`, `ncclProfiler_v6`, `ncclProfiler_v5`,
 //! `ncclProfiler_v4` (NCCL picks the newest it knows), `commlens_profiler_flush`,
-//! `commlens_profiler_output_path` and `commlens_profiler_dump_inflight`. Use it with
+//! `commlens_profiler_output_path`, `commlens_profiler_dump_inflight` and
+//! `commlens_profiler_write_metrics`. Use it with
 //! `NCCL_PROFILER_PLUGIN=/abs/path/libcommlens_plugin.so`.
 
 pub mod abi;
@@ -25,11 +29,15 @@ pub mod callbacks;
 pub mod config;
 pub mod flush;
 pub mod hang;
+pub mod http;
 pub mod inflight;
+pub mod metrics;
+pub mod prom;
 pub mod record;
 pub mod ring;
 pub mod session;
 pub mod signal;
+pub mod slow_rank;
 pub mod sys;
 
 use abi::*;
@@ -101,6 +109,18 @@ pub extern "C" fn commlens_profiler_dump_inflight() -> c_int {
     })
 }
 
+/// Refreshes the live metrics now (`COMMLENS_PLUGIN_PROM_DIR` file and/or the
+/// HTTP body) instead of waiting for `COMMLENS_PLUGIN_PROM_INTERVAL_MS`. Returns
+/// the number of outputs written (0 when metrics are off or no communicator
+/// was initialized), or -1 when the file could not be written.
+#[no_mangle]
+pub extern "C" fn commlens_profiler_write_metrics() -> c_int {
+    callbacks::guard(|| match metrics::write_now() {
+        Ok(n) => n.min(c_int::MAX as usize) as c_int,
+        Err(_) => -1,
+    })
+}
+
 /// Copies the output file's path (NUL-terminated) into `buf` of `len` bytes.
 /// Returns the path length, or -1 when no file is open or `buf` is too small.
 ///
@@ -109,7 +129,9 @@ pub extern "C" fn commlens_profiler_dump_inflight() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn commlens_profiler_output_path(buf: *mut c_char, len: usize) -> c_int {
     callbacks::guard(|| {
-        let Some(p) = flush::output_path() else { return -1 };
+        let Some(p) = flush::output_path() else {
+            return -1;
+        };
         let s = p.to_string_lossy();
         if buf.is_null() || s.len() + 1 > len {
             return -1;

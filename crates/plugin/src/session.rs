@@ -275,6 +275,7 @@ fn intern_locked(s: &mut Strings, text: Vec<u8>) -> u32 {
     }
     let id = s.by_text.len() as u32 + 1;
     push_string_record(&mut s.pending, id, &text);
+    crate::metrics::note_string(id, &text);
     s.by_text.push((text, id));
     id
 }
@@ -325,7 +326,9 @@ fn register_thread(l: &mut Local) {
 
 pub(crate) fn log(logfn: LogFn, level: c_int, msg: &str) {
     let Some(f) = logfn else { return };
-    let Ok(c) = std::ffi::CString::new(msg.replace('\0', " ")) else { return };
+    let Ok(c) = std::ffi::CString::new(msg.replace('\0', " ")) else {
+        return;
+    };
     // SAFETY: NCCL's logger is printf-like; "%s" with a NUL-terminated string.
     unsafe { f(level, 0x1, c"commlens-plugin".as_ptr(), 0, c"%s".as_ptr(), c.as_ptr()) };
 }
@@ -406,6 +409,7 @@ pub unsafe fn init_comm(
         }
         // SAFETY: only this thread exists in the child, and it is here.
         unsafe { inflight::reset() };
+        crate::metrics::forget_after_fork();
         // The child's file needs every string id its threads have cached.
         let mut st = lock(&STRINGS);
         let Strings { by_text, pending, .. } = &mut *st;
@@ -446,7 +450,11 @@ pub unsafe fn init_comm(
         crate::signal::install(cfg.hang_signal);
     }
     let path = reg.session.as_ref().map(|s| s.path.display().to_string()).unwrap_or_default();
+    let logfn = reg.logfn;
     drop(reg);
+    if cfg.metrics {
+        crate::metrics::start(logfn);
+    }
     if first {
         log(logfn, LOG_INFO, &format!("commlens profiler plugin: writing {path}, event mask {mask:#x} (API v{api})"));
         for w in &cfg.warnings {

@@ -7,7 +7,7 @@
 //! the whole harness also runs under valgrind, which sees the Rust side too (skipped
 //! with a note when valgrind is absent, a failure under `CI=true`).
 //! `cargo test -p commlens-plugin --release --test harness -- --ignored --nocapture bench`
-//! prints the benchmark figures.
+//! prints the benchmark figures, with metrics off and on.
 
 use commlens_analyze::stats::{Aggregate, StatsReport};
 use commlens_core::model::Grouping;
@@ -304,8 +304,19 @@ fn bench() {
     cmd.arg(plugin_so()).args(["bench", &iters, &threads]);
     let buf_kb = std::env::var("COMMLENS_BENCH_BUF_KB").unwrap_or_else(|_| "65536".into());
     let o = run(&mut cmd, &dir, &[("COMMLENS_PLUGIN_BUF_KB", &buf_kb)]);
-    println!("{}", String::from_utf8_lossy(&o.stdout));
+    println!("metrics off:\n{}", String::from_utf8_lossy(&o.stdout));
     let dropped: u64 = traces(&dir).iter().map(|t| t.report.dropped).sum();
     println!("per-thread buffer {buf_kb} KiB; records dropped during the benchmark: {dropped}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // The same run with metrics on (file and HTTP port, refreshed every 100 ms by the writer).
+    let dir = out_dir("bench-metrics");
+    let prom = dir.join("prom");
+    let mut cmd = Command::new(&harness().plain);
+    cmd.arg(plugin_so()).args(["bench", &iters, &threads]);
+    #[rustfmt::skip]
+    let env = [("COMMLENS_PLUGIN_BUF_KB", buf_kb.as_str()), ("COMMLENS_PLUGIN_PROM_DIR", prom.to_str().unwrap()),
+        ("COMMLENS_PLUGIN_PROM_PORT", "0"), ("COMMLENS_PLUGIN_PROM_INTERVAL_MS", "100")];
+    let o = run(&mut cmd, &dir, &env);
+    println!("metrics on:\n{}", String::from_utf8_lossy(&o.stdout));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,6 +14,7 @@
  *   fake_nccl PLUGIN.so bench N T     ns per start/record/stop triple, plugin vs an empty table
  *   fake_nccl PLUGIN.so hang-join|hang-ring|hang-timeout|hang-signal
  *                                     stalled collectives and in-flight dumps (hang.c)
+ *   fake_nccl PLUGIN.so metrics W DIR one slowed rank, live metrics snapshots into DIR (metrics.c)
  *
  * Prints "EMITTED starts=… stops=… states=… null_handles=…" (what the plugin must have
  * recorded) and exits non-zero on any failed check. */
@@ -56,6 +57,8 @@ static int expect_mask;
 static int (*flush_fn)(void);
 static int (*path_fn)(char*, size_t);
 static int (*dump_fn)(void);
+static int (*metrics_fn)(void);
+static atomic_int metrics_port = -1; /* from the plugin's "metrics at http://ADDR:PORT/metrics" log line */
 static atomic_int hang_dumps; /* "wrote … in-flight dump(s)" messages the plugin logged */
 
 static uint64_t now_ns(clockid_t c) {
@@ -73,6 +76,11 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
   va_end(ap);
   fprintf(stderr, "[nccl log %d] %s\n", level, msg);
   if (strstr(msg, "in-flight dump(s)")) atomic_fetch_add(&hang_dumps, 1);
+  const char* url = strstr(msg, "metrics at ") ? strstr(msg, "http://") : NULL;
+  if (url) {
+    const char* colon = strchr(url + 7, ':');
+    if (colon) atomic_store(&metrics_port, atoi(colon + 1));
+  }
 }
 
 /* NCCL's wrappers: start always, stop/record only for non-NULL handles. */

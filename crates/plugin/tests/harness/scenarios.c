@@ -207,7 +207,8 @@ static void resolve(void* lib) {
   flush_fn = (int (*)(void))dlsym(lib, "commlens_profiler_flush");
   path_fn = (int (*)(char*, size_t))dlsym(lib, "commlens_profiler_output_path");
   dump_fn = (int (*)(void))dlsym(lib, "commlens_profiler_dump_inflight");
-  CHECK(P && P5 && P7 && P4 && flush_fn && path_fn && dump_fn);
+  metrics_fn = (int (*)(void))dlsym(lib, "commlens_profiler_write_metrics");
+  CHECK(P && P5 && P7 && P4 && flush_fn && path_fn && dump_fn && metrics_fn);
   CHECK(!strcmp(P->name, "commlens") && P4->name == P->name);
 }
 
@@ -402,10 +403,11 @@ static void unload_cycles(const char* so, int rounds) {
 
 #include "bench.c"
 #include "hang.c"
+#include "metrics.c"
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc < 3) { fprintf(stderr, "usage: %s PLUGIN.so replay|stress T N|drops N|fork|unload R|bench N T|hang-MODE\n", argv[0]); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: %s PLUGIN.so replay|stress T N|drops N|fork|unload R|bench N T|hang-MODE|metrics W DIR\n", argv[0]); return 2; }
   const char* m = getenv("COMMLENS_PLUGIN_MASK");
   expect_mask = m ? (int)strtol(m, NULL, 0) : 0x1F4F;
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -419,6 +421,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "unload") && argc == 4) { CHECK(dlclose(lib) == 0); unload_cycles(argv[1], atoi(argv[3])); }
   else if (!strcmp(mode, "bench") && argc == 5) { bench(atol(argv[3]), atoi(argv[4])); return 0; }
   else if (!strncmp(mode, "hang-", 5)) hang(mode + 5);
+  else if (!strcmp(mode, "metrics") && argc == 5) metrics_scenario(atoi(argv[3]), argv[4]);
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   printf("EMITTED starts=%ld stops=%ld states=%ld null_handles=%ld\n", atomic_load(&n_start), atomic_load(&n_stop),
          atomic_load(&n_state), atomic_load(&n_null));
