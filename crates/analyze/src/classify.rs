@@ -39,7 +39,7 @@
 use commlens_core::model::LogicalCommIdx;
 use commlens_core::{OpKind, OpTable};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 /// The role of a communicator.
@@ -352,7 +352,11 @@ pub struct Classification {
 
 impl Classification {
     pub fn class_of(&self, l: LogicalCommIdx) -> Option<Parallelism> {
-        self.comms.iter().find(|c| c.comm == l).map(|c| c.class)
+        // `comms[i]` is communicator `i` as both classifiers build it; the scan is a fallback.
+        match self.comms.get(l.ix()) {
+            Some(c) if c.comm == l => Some(c.class),
+            _ => self.comms.iter().find(|c| c.comm == l).map(|c| c.class),
+        }
     }
 }
 
@@ -401,10 +405,28 @@ pub fn classify_with_sizes(t: &OpTable, sizes: &ParallelSizes) -> Result<Classif
     // logged) a group of its size holding the members seen.
     let holds = |g: &[u32], e: &CommEvidence| match e.ranks.len() as u32 == e.nranks {
         true => g == e.ranks,
-        false => g.len() as u32 == e.nranks && e.ranks.iter().all(|r| g.contains(r)),
+        // Groups are sorted (`expected_groups`).
+        false => g.len() as u32 == e.nranks && e.ranks.iter().all(|r| g.binary_search(r).is_ok()),
     };
-    let cands: Vec<Vec<(Parallelism, String)>> =
-        ev.iter().map(|e| groups.iter().filter(|g| holds(&g.2, e)).map(|g| (g.0, g.1.clone())).collect()).collect();
+    // A group holding a communicator holds its first rank: only those groups are tried,
+    // so classifying is linear in communicators, not communicators × groups.
+    let mut by_member: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        for &r in &g.2 {
+            by_member.entry(r).or_default().push(i);
+        }
+    }
+    let all: Vec<usize> = (0..groups.len()).collect();
+    let cands: Vec<Vec<(Parallelism, String)>> = ev
+        .iter()
+        .map(|e| {
+            let tried = match e.ranks.first() {
+                Some(r) => by_member.get(r).map_or(&[][..], Vec::as_slice),
+                None => &all[..],
+            };
+            tried.iter().map(|&i| &groups[i]).filter(|g| holds(&g.2, e)).map(|g| (g.0, g.1.clone())).collect()
+        })
+        .collect();
     let mut by_set: BTreeMap<&[u32], Vec<usize>> = BTreeMap::new();
     for (i, e) in ev.iter().enumerate() {
         by_set.entry(e.ranks.as_slice()).or_default().push(i);
@@ -530,23 +552,29 @@ pub fn infer(t: &OpTable) -> Classification {
         .filter(|&i| matches!(class[i], Some((Parallelism::Pipeline, _))))
         .map(|i| ev[i].ranks.as_slice())
         .collect();
-    let common = |a: &[u32], b: &[u32]| a.iter().filter(|r| b.contains(r)).count();
+    // Indexed, so that each communicator is compared with the groups it touches only.
+    let tp_index = groups::GroupIndex::new(tp_groups.iter().copied());
+    let tp_pp_index = groups::GroupIndex::new(tp_groups.iter().chain(&pp_groups).copied());
+    let mut pp_by_ends: HashMap<(u32, u32), &[u32]> = HashMap::new();
+    for g in pp_groups.iter().filter(|g| g.len() >= 2) {
+        pp_by_ends.entry((g[0], g[g.len() - 1])).or_insert(g);
+    }
+    let pp_sets: std::collections::HashSet<&[u32]> = pp_groups.iter().copied().collect();
     for (i, e) in ev.iter().enumerate() {
         if !open(&class, i) || !e.collective() {
             continue;
         }
-        let ends =
-            |g: &&&[u32]| e.ranks.len() == 2 && g.len() >= 2 && e.ranks[0] == g[0] && e.ranks[1] == g[g.len() - 1];
-        if let Some(pp) = pp_groups.iter().find(ends) {
+        let pp = if e.ranks.len() == 2 { pp_by_ends.get(&(e.ranks[0], e.ranks[1])) } else { None };
+        if let Some(pp) = pp {
             class[i] = Some((Parallelism::Embedding, format!("first and last rank of pipeline group {pp:?}")));
-        } else if !tp_groups.is_empty() && tp_groups.iter().all(|g| [0, g.len()].contains(&common(g, &e.ranks))) {
+        } else if !tp_groups.is_empty() && tp_index.whole_groups_only(&e.ranks) {
             class[i] = Some((Parallelism::ModelParallel, "a union of whole TP groups".into()));
-        } else if tp_groups.is_empty() && pp_groups.contains(&e.ranks.as_slice()) {
+        } else if tp_groups.is_empty() && pp_sets.contains(e.ranks.as_slice()) {
             class[i] =
                 Some((Parallelism::ModelParallel, "same members as a pipeline group, collectives (TP = 1)".into()));
         }
     }
-    let orthogonal = |e: &CommEvidence| tp_groups.iter().chain(&pp_groups).all(|g| common(g, &e.ranks) <= 1);
+    let orthogonal = |e: &CommEvidence| tp_pp_index.at_most_one_in_common(&e.ranks);
     let dp_cand: Vec<usize> = (0..ev.len())
         .filter(|&i| open(&class, i) && ev[i].collective() && big_reducer(&ev[i]) && orthogonal(&ev[i]))
         .collect();
@@ -581,6 +609,9 @@ pub fn infer(t: &OpTable) -> Classification {
     let inferred = sizes_of(world, &comms);
     Classification { given: None, inferred, comms }
 }
+
+#[path = "classify_groups.rs"]
+mod groups;
 
 #[cfg(test)]
 #[path = "classify_tests.rs"]

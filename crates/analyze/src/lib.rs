@@ -24,8 +24,11 @@
 //!   latency and last arriver; per rank lateness and waiting; NCCLX-style
 //!   slow ranks from windowed bus bandwidth;
 //! * [`iteration`]: training iterations from NVTX/ProfilerStep ranges or the
-//!   period of each rank's operation sequence, with per-iteration totals.
+//!   period of each rank's operation sequence, with per-iteration totals;
+//! * [`anomaly`]: operations and collective instances whose duration departs from
+//!   their own history (median/MAD), and step changes over iterations.
 
+pub mod anomaly;
 pub mod bandwidth;
 pub mod bottleneck;
 pub mod classify;

@@ -8,20 +8,20 @@ use commlens_analyze::classify::{self, Parallelism};
 use commlens_core::model::DevIdx;
 use commlens_core::{CollOp, OpTable};
 use commlens_export::{ArgValue, Enrich};
-use std::collections::HashMap;
 
 pub struct Enrichment<'t> {
     table: &'t OpTable,
     bw: BandwidthReport,
-    /// Address of an operation in the table → its [`OpRef`]: `Enrich` only
-    /// sees the operation, and the table is borrowed for our whole lifetime.
-    /// Built on first use (trace export), not for column sinks that index.
-    refs: std::cell::OnceCell<HashMap<usize, OpRef>>,
+    /// Start address of each rank's operations, sorted, with the rank: `Enrich`
+    /// only sees the operation, and the table is borrowed for our whole
+    /// lifetime, so its address says where it is (one entry per rank, not per
+    /// operation). Built on first use (trace export), not for column sinks.
+    refs: std::cell::OnceCell<Vec<(usize, u32)>>,
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
     /// The collective model's figures per operation (`crate::expected`).
-    expected: Option<&'t crate::expected::Expected>,
+    expected: Option<&'t crate::expected::Expected<'t>>,
 }
 
 impl<'t> Enrichment<'t> {
@@ -47,7 +47,7 @@ impl<'t> Enrichment<'t> {
     }
 
     /// Adds the collective model's expectation of each operation.
-    pub fn with_expected(mut self, e: &'t crate::expected::Expected) -> Self {
+    pub fn with_expected(mut self, e: &'t crate::expected::Expected<'t>) -> Self {
         self.expected = Some(e);
         self
     }
@@ -108,22 +108,35 @@ pub fn trace_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<comm
     out
 }
 
+impl Enrichment<'_> {
+    /// Where `op` (a reference into the table) sits: the rank whose operations'
+    /// memory holds its address, and its index there.
+    fn op_ref(&self, starts: &[(usize, u32)], op: &CollOp) -> Option<OpRef> {
+        let addr = op as *const CollOp as usize;
+        let k = starts.partition_point(|s| s.0 <= addr).checked_sub(1)?;
+        let (base, d) = starts[k];
+        let index = (addr - base) / std::mem::size_of::<CollOp>();
+        let ops = &self.table.per_rank[d as usize];
+        (index < ops.len() && std::ptr::eq(&ops[index], op)).then_some(OpRef { dev: DevIdx(d), index: index as u32 })
+    }
+}
+
 impl Enrich for Enrichment<'_> {
     fn args(&self, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
         let mut out = Vec::new();
         if let Some(p) = self.class_label(op) {
             out.push(("parallelism", ArgValue::Str(p)));
         }
-        let refs = self.refs.get_or_init(|| {
-            let mut refs = HashMap::with_capacity(self.table.n_ops());
-            for (d, ops) in self.table.per_rank.iter().enumerate() {
-                for (i, op) in ops.iter().enumerate() {
-                    refs.insert(op as *const CollOp as usize, OpRef { dev: DevIdx(d as u32), index: i as u32 });
-                }
-            }
-            refs
+        let starts = self.refs.get_or_init(|| {
+            let mut v: Vec<(usize, u32)> = (self.table.per_rank.iter().enumerate())
+                .filter(|(_, ops)| !ops.is_empty())
+                .map(|(d, ops)| (ops.as_ptr() as usize, d as u32))
+                .collect();
+            v.sort_unstable();
+            v
         });
-        let r = refs.get(&(op as *const CollOp as usize));
+        let at = self.op_ref(starts, op);
+        let r = at.as_ref();
         if let (Some(c), Some(r)) = (self.confidence, r) {
             if let Some(v) = c.get(r.dev.ix()).and_then(|v| v.get(r.index as usize)).copied().flatten() {
                 out.push(("fusion confidence", ArgValue::Float(v as f64)));

@@ -59,20 +59,37 @@ pub struct OpExpected {
     pub efficiency: Option<f64>,
 }
 
-/// Expected figures of a whole table.
-pub struct Expected {
+/// Expected figures of a whole table. Nothing is stored per operation: each handle
+/// points at its shared predictor's cache of predictions by (kind, size), filled for
+/// every operation by [`Expected::compute`], and [`Expected::get`] puts an operation's
+/// figures together from it and the bandwidth report.
+pub struct Expected<'a> {
     pub cluster: Cluster,
     /// Per communicator handle that has operations and more than one rank.
     pub comms: Vec<Option<CommModel>>,
-    /// `ops[dev][i]` for `table.per_rank[dev][i]`.
-    pub ops: Vec<Vec<Option<OpExpected>>>,
+    table: &'a OpTable,
+    /// Measured bus bandwidth of the operations that have one, sorted (from the
+    /// bandwidth report: the timed operations only).
+    measured: Vec<(OpRef, f64)>,
+    /// Per handle: index into `models` (`None`: not modelled).
+    slots: Vec<Option<usize>>,
+    /// Per shared predictor: its rank count and its predictions by (kind, nccl-tests size).
+    models: Vec<(u32, HashMap<(OpKind, u64), Prediction>)>,
 }
 
 enum Slot {
     Untried,
     Unmodelled,
-    Ready(Box<Predictor>, HashMap<(OpKind, u64), Prediction>),
+    /// Index into the shared predictors.
+    Ready(usize),
 }
+
+
+/// What a handle's predictor depends on: its logical communicator (whose members' logged
+/// graphs it merges), declared ranks and nodes, and NCCL version. Handles with the same key
+/// share one predictor and its cache, so a 100,000-member communicator builds one, not one
+/// per member.
+type ModelKey = (commlens_core::LogicalCommIdx, Option<u32>, Option<u32>, commlens_core::NcclVersion);
 
 /// The kind and nccl-tests size the model is asked about for an operation.
 pub fn model_query(kind: OpKind, bytes: u64, nranks: u32) -> (OpKind, u64) {
@@ -82,61 +99,89 @@ pub fn model_query(kind: OpKind, bytes: u64, nranks: u32) -> (OpKind, u64) {
     }
 }
 
-impl Expected {
+impl<'a> Expected<'a> {
     /// Predicts every operation of `t` on `cluster`; `bw` gives the measured side.
-    pub fn compute(t: &OpTable, cluster: Cluster, bw: &BandwidthReport) -> Expected {
+    pub fn compute(t: &'a OpTable, cluster: Cluster, bw: &BandwidthReport) -> Expected<'a> {
         let mut slots: Vec<Slot> = (0..t.comms.len()).map(|_| Slot::Untried).collect();
+        let mut predictors: Vec<Predictor> = Vec::new();
+        let mut models: Vec<(u32, HashMap<(OpKind, u64), Prediction>)> = Vec::new();
+        let mut by_key: HashMap<ModelKey, Option<(usize, CommModel)>> = HashMap::new();
         let mut comms = vec![None; t.comms.len()];
         let env = NcclEnv::default();
-        let mut ops = Vec::with_capacity(t.per_rank.len());
-        for (d, rank_ops) in t.per_rank.iter().enumerate() {
-            let mut out = Vec::with_capacity(rank_ops.len());
-            for (i, op) in rank_ops.iter().enumerate() {
-                let c = op.comm.ix();
-                let Some(slot) = slots.get_mut(c) else {
-                    out.push(None);
-                    continue;
+        for op in t.ops() {
+            let c = op.comm.ix();
+            let Some(slot) = slots.get_mut(c) else { continue };
+            if matches!(slot, Slot::Untried) {
+                let mut build = || {
+                    predictor(&cluster, t, op.comm, &env).map(|(p, m)| {
+                        models.push((p.nranks, HashMap::new()));
+                        predictors.push(p);
+                        (predictors.len() - 1, m)
+                    })
                 };
-                if matches!(slot, Slot::Untried) {
-                    *slot = match predictor(&cluster, t, op.comm, &env) {
-                        Some((p, m)) => {
-                            comms[c] = Some(m);
-                            Slot::Ready(Box::new(p), HashMap::new())
-                        }
-                        None => Slot::Unmodelled,
-                    };
-                }
-                let Slot::Ready(p, cache) = slot else {
-                    out.push(None);
-                    continue;
+                let made = match model_key(t, op.comm) {
+                    Some(key) => *by_key.entry(key).or_insert_with(build),
+                    None => build(),
                 };
-                let (kind, size) = model_query(op.kind, op.bytes, p.nranks);
-                let pred = *cache.entry((kind, size)).or_insert_with(|| p.predict(kind, size));
-                let measured = bw.get(OpRef { dev: DevIdx(d as u32), index: i as u32 }).and_then(|b| b.m.busbw_gb_s);
-                let efficiency = match measured {
-                    Some(m) if pred.busbw_gb_s > 0.0 && pred.busbw_gb_s.is_finite() => Some(m / pred.busbw_gb_s),
-                    _ => None,
+                *slot = match made {
+                    Some((m, model)) => {
+                        comms[c] = Some(model);
+                        Slot::Ready(m)
+                    }
+                    None => Slot::Unmodelled,
                 };
-                out.push(Some(OpExpected {
-                    size_bytes: size,
-                    time_us: pred.time_us,
-                    busbw_gb_s: pred.busbw_gb_s,
-                    algo: pred.algo,
-                    proto: pred.proto,
-                    n_channels: pred.n_channels,
-                    measured_busbw_gb_s: measured,
-                    efficiency,
-                }));
             }
-            ops.push(out);
+            let Slot::Ready(m) = *slot else { continue };
+            let (nranks, cache) = &mut models[m];
+            let query = model_query(op.kind, op.bytes, *nranks);
+            cache.entry(query).or_insert_with(|| predictors[m].predict(query.0, query.1));
         }
-        Expected { cluster, comms, ops }
+        let slots = slots.into_iter().map(|s| if let Slot::Ready(m) = s { Some(m) } else { None }).collect();
+        let measured = bw.ops.iter().filter_map(|o| o.m.busbw_gb_s.map(|b| (o.op, b))).collect();
+        Expected { cluster, comms, table: t, measured, slots, models }
     }
 
     /// The figures of `table.per_rank[d][i]`.
-    pub fn get(&self, d: usize, i: usize) -> Option<&OpExpected> {
-        self.ops.get(d)?.get(i)?.as_ref()
+    pub fn get(&self, d: usize, i: usize) -> Option<OpExpected> {
+        let op = self.table.per_rank.get(d)?.get(i)?;
+        let m = (*self.slots.get(op.comm.ix())?)?;
+        let (nranks, cache) = &self.models[m];
+        let query = model_query(op.kind, op.bytes, *nranks);
+        let (pred, size) = (cache.get(&query)?, query.1);
+        let at = OpRef { dev: DevIdx(d as u32), index: i as u32 };
+        let measured = self.measured.binary_search_by_key(&at, |m| m.0).ok().map(|k| self.measured[k].1);
+        let efficiency = match measured {
+            Some(m) if pred.busbw_gb_s > 0.0 && pred.busbw_gb_s.is_finite() => Some(m / pred.busbw_gb_s),
+            _ => None,
+        };
+        Some(OpExpected {
+            size_bytes: size,
+            time_us: pred.time_us,
+            busbw_gb_s: pred.busbw_gb_s,
+            algo: pred.algo,
+            proto: pred.proto,
+            n_channels: pred.n_channels,
+            measured_busbw_gb_s: measured,
+            efficiency,
+        })
     }
+
+    /// The figures of every modelled operation, rank after rank.
+    pub fn all(&self) -> impl Iterator<Item = OpExpected> + '_ {
+        self.table
+            .per_rank
+            .iter()
+            .enumerate()
+            .flat_map(move |(d, ops)| (0..ops.len()).filter_map(move |i| self.get(d, i)))
+    }
+}
+
+/// The key of a handle's shared predictor; `None` (a predictor of its own) outside a
+/// logical communicator.
+fn model_key(t: &OpTable, comm: CommIdx) -> Option<ModelKey> {
+    let c = t.comms.get(comm.ix())?;
+    let version = t.processes.get(c.proc.ix()).and_then(|p| p.nccl_version).unwrap_or(DEFAULT_VERSION);
+    Some((c.logical?, c.nranks, c.n_nodes, version))
 }
 
 /// A predictor for a handle of more than one rank, and what it ran on.

@@ -40,7 +40,9 @@ Equation numbers refer to Borzyk, \"Understanding LLM Communication\" (master th
 
 pub const EXPORT: &str = "Examples:
   commlens export run/logs/ -o run.parquet
-  duckdb -c \"SELECT kind, sum(bytes) FROM 'run.parquet' GROUP BY kind\"";
+  duckdb -c \"SELECT kind, sum(bytes) FROM 'run.parquet' GROUP BY kind\"
+  commlens export logs/$(hostname)/ -o ds/ --partition host   # on every node
+  commlens report ds/ -o report.html                # all nodes' shards";
 
 pub const CLUSTER: &str = "Examples:
   commlens cluster list
@@ -65,3 +67,9 @@ pub const PLAN: &str = "Examples:
   commlens plan --model gpt3-175b --cluster dgx-h100 --gpus 1024
   commlens plan examples/demo-model.conf --gpus 4 --cluster dgx-a100 --explain 1
   commlens plan --model llama-65b --gpus 1024 --fix family=megatron --format json";
+
+pub const WATCH: &str = "Examples:
+  commlens watch $COMMLENS_PLUGIN_DIR            # live view; q or Ctrl-C quits
+  ssh node0 -t commlens watch /scratch/clp       # works over ssh (plain ANSI redraw)
+  commlens watch clp/ --once                     # one snapshot of the files as they are now
+  commlens watch clp/ --interval 5 --format json | jq .comms   # one JSON object per snapshot";

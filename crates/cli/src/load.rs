@@ -12,6 +12,18 @@
 //! its Parquet files stay skipped, so an output folder next to the logs is
 //! not read twice.
 //!
+//! Hive-partitioned datasets (`commlens export --partition host|rank`, one
+//! folder `key=value` per host or rank, written by one run per node) are
+//! recognised by their `key=value` folders holding `.parquet` files: every
+//! shard is read as if named (a foreign Parquet file is an error naming it),
+//! checked against its folder's value, and the shards merged and assembled
+//! like the logs of one run (communicators joined by `commId`, global ranks
+//! from the world communicator).
+//!
+//! Projection: `stats` ([`STATS_COLUMNS`]) and `report` ([`REPORT_COLUMNS`])
+//! decode only the columns they use (`commlens_parquet::Columns`); the other
+//! commands read every column.
+//!
 //! Mixing: a table already holds everything its inputs said, so a table is
 //! merged with other tables or inputs only when they describe different
 //! processes (host, pid); otherwise the operations would be counted twice
@@ -21,7 +33,8 @@ use commlens_core::OpTable;
 use commlens_ingest::merge::merge_tables;
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::{expand_inputs, load_any, IngestError, Loaded};
-use commlens_parquet::{read_table, ReadError};
+use commlens_parquet::dataset::{check_shard, dataset_files, is_dataset};
+use commlens_parquet::{read_table_with, Columns, ReadError};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::error::Error;
@@ -41,7 +54,14 @@ pub struct Split {
 pub fn split_inputs(paths: &[PathBuf]) -> Result<Split, Box<dyn Error>> {
     let mut s = Split::default();
     for p in paths {
-        if p.is_dir() {
+        if p.is_dir() && is_dataset(p) {
+            let ds = dataset_files(p)?;
+            for o in &ds.other {
+                eprintln!("note: passed over {}: not a .parquet file of the dataset {}", o.display(), p.display());
+            }
+            // Named as a dataset: every shard must be ours, as a named file must.
+            s.parquet.extend(ds.shards.into_iter().map(|(f, _)| (f, true)));
+        } else if p.is_dir() {
             match expand_inputs(std::slice::from_ref(p)) {
                 Err(IngestError::NoInputs { .. }) => {
                     let before = s.parquet.len();
@@ -103,9 +123,45 @@ fn walk_parquet(
     Ok(())
 }
 
-/// Reads `paths` into one table: [`split_inputs`], then [`load_split`].
+/// Columns `stats` reads of a commlens table, besides [`Columns::IDENTITY`]:
+/// the NCCL version (job line), algorithm and protocol (algorithm mix) and
+/// the recovered flag; no buffers, streams, times, kernels or line numbers.
+pub const STATS_COLUMNS: &[&str] = &["nccl_version", "algorithm", "protocol", "recovered"];
+
+/// Columns `report` reads, besides [`Columns::IDENTITY`]: everything but
+/// the buffers, stream, thread and kernel launch details (name, grid,
+/// block, shared memory, registers, correlation id), which no section uses.
+pub const REPORT_COLUMNS: &[&str] = &[
+    "nccl_version",
+    "comm_seq",
+    "seq",
+    "redop",
+    "root",
+    "peer",
+    "algorithm",
+    "protocol",
+    "channel_lo",
+    "channel_hi",
+    "cpu_ts_ns",
+    "gpu_start_ns",
+    "gpu_end_ns",
+    "line",
+    "recovered",
+];
+
+/// A projection of [`Columns::IDENTITY`] and `more` (names known to the reader).
+pub fn columns(more: &[&str]) -> Columns {
+    Columns::identity_and(more).expect("the projections name columns the reader knows")
+}
+
+/// Reads `paths` into one table: [`split_inputs`], then [`load_split_columns`].
 pub fn load(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
-    let loaded = load_split(&split_inputs(paths)?, opts)?;
+    load_columns(paths, opts, &Columns::all())
+}
+
+/// [`load`], decoding only `cols` of commlens tables.
+pub fn load_columns(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
+    let loaded = load_split_columns(&split_inputs(paths)?, opts, cols)?;
     for w in implausible_devices(&loaded.table) {
         eprintln!("warning: {w}");
     }
@@ -193,25 +249,37 @@ pub fn implausible_devices(t: &OpTable) -> Vec<String> {
 /// is sound. With no Parquet file this is `load_any`; with one table and
 /// nothing else, the table exactly as written.
 /// Notes on inputs read once or left out (`Loaded::notes`) go to stderr.
-pub fn load_split(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
-    let loaded = load_split_quiet(s, opts)?;
+/// Decodes only `cols` of commlens tables ([`Columns::all`] for every column).
+pub fn load_split_columns(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
+    let loaded = load_split_quiet(s, opts, cols)?;
     for n in &loaded.notes {
         eprintln!("{n}");
     }
     Ok(loaded)
 }
 
-fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Error>> {
+fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
     if s.parquet.is_empty() {
         return Ok(load_any(&s.rest, opts)?);
     }
     let read: Vec<(&PathBuf, bool, Result<_, ReadError>)> =
-        s.parquet.par_iter().map(|(p, explicit)| (p, *explicit, read_table(p))).collect();
+        s.parquet.par_iter().map(|(p, explicit)| (p, *explicit, read_table_with(p, cols))).collect();
     let mut parts: Vec<(String, OpTable)> = Vec::new();
     let mut skipped_files = Vec::new();
+    // A dataset's shards are many: one line for them all, not one each.
+    let many = read.len() > 8;
+    let (mut shard_rows, mut shard_files) = (0u64, 0usize);
     for (path, explicit, res) in read {
         match res {
             Ok((table, sum)) => {
+                let values = partition_values(path);
+                check_shard(&table, &values).map_err(|e| format!("{}: {e}", path.display()))?;
+                if many {
+                    shard_rows += sum.rows;
+                    shard_files += 1;
+                    parts.push((path.display().to_string(), table));
+                    continue;
+                }
                 eprintln!(
                     "{}: commlens table (schema {}{}), {} operations in {} row group{}{}",
                     path.display(),
@@ -226,6 +294,9 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
                         String::new()
                     }
                 );
+                if sum.columns_read < Columns::all().len() {
+                    eprintln!("  ({} of {} columns read)", sum.columns_read, Columns::all().len());
+                }
                 parts.push((path.display().to_string(), table));
             }
             Err(e @ ReadError::NotCommlens { .. }) if !explicit => {
@@ -234,6 +305,13 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
             }
             Err(e) => return Err(e.into()),
         }
+    }
+    if shard_files > 0 {
+        eprintln!(
+            "{shard_files} commlens tables, {shard_rows} operations ({} of {} columns read)",
+            cols.len(),
+            Columns::all().len()
+        );
     }
     let mut loaded = if s.rest.is_empty() {
         if parts.is_empty() {
@@ -262,6 +340,23 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
     loaded.skipped_files.extend(skipped_files);
     loaded.table = merge_disjoint(parts)?;
     Ok(loaded)
+}
+
+/// The `key=value` folders right above a file, outermost first, values
+/// unescaped (`None`: Hive's default partition).
+fn partition_values(file: &Path) -> Vec<(String, Option<String>)> {
+    use commlens_parquet::dataset::{unescape_value, HIVE_DEFAULT_PARTITION};
+    let mut out: Vec<(String, Option<String>)> = file
+        .ancestors()
+        .skip(1)
+        .map_while(|d| {
+            let name = d.file_name()?.to_str()?;
+            let (k, v) = name.split_once('=')?;
+            (!k.is_empty()).then(|| (k.to_string(), (v != HIVE_DEFAULT_PARTITION).then(|| unescape_value(v))))
+        })
+        .collect();
+    out.reverse();
+    out
 }
 
 /// One table as it is; several only when no process appears in two of them

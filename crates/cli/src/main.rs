@@ -183,9 +183,15 @@ enum Command {
         /// Any inputs commlens reads.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// Output Parquet file (`--parquet` is the older name).
+        /// Output Parquet file (`--parquet` is the older name); with
+        /// --partition, the dataset's folder.
         #[arg(short = 'o', long = "out", visible_alias = "parquet", value_name = "FILE", required = true)]
         parquet: PathBuf,
+        /// Write a Hive-partitioned dataset into the folder: one shard per
+        /// `host` or global `rank` (`DIR/host=NAME/part-RUN.parquet`); one run
+        /// per node may write into the same folder at the same time.
+        #[arg(long, value_name = "host|rank")]
+        partition: Option<String>,
     },
     /// Cluster descriptions for the collective model: `list` the presets, or
     /// `show` a preset, a TOML file, or the cluster a run ran on (from its
@@ -267,6 +273,12 @@ enum Command {
     /// simulator; memory per GPU, MFU, communication per parallelism and the bottleneck.
     #[command(after_help = help::PLAN)]
     Plan(cmd::plan::PlanArgs),
+    /// Follows the commlens plugin's files while the job runs: per communicator
+    /// busbw (recent and since the start) and calls per second, the slowest
+    /// ranks, the oldest operation in flight and hang dumps, refreshed in place
+    /// (q or Ctrl-C quits) or printed as snapshots when piped.
+    #[command(after_help = help::WATCH)]
+    Watch(cmd::watch::WatchArgs),
     /// What NCCL should reach on a cluster: an nccl-tests style table (time,
     /// algbw, busbw, algorithm, protocol, channels) from NCCL's tuner bounded
     /// by the cluster's links; or measured against predicted (`--against`).
@@ -370,7 +382,7 @@ fn main() -> ExitCode {
             title: title.as_deref(),
         }),
         Command::Model { config, inputs, format } => cmd::model::run(&config, &inputs, format),
-        Command::Export { inputs, parquet } => cmd::export::run(&inputs, &parquet),
+        Command::Export { inputs, parquet, partition } => cmd::export::run(&inputs, &parquet, partition.as_deref()),
         Command::Demo { out } => cmd::demo::run(out),
         Command::Simulate {
             workload,
@@ -410,6 +422,7 @@ fn main() -> ExitCode {
         }),
         Command::Cluster { action } => cmd::cluster::run(action),
         Command::Plan(args) => cmd::plan::run(&args),
+        Command::Watch(args) => cmd::watch::run(&args),
         Command::Predict {
             collective,
             cluster,
@@ -456,7 +469,7 @@ fn command_paths(c: &Command) -> Option<(Vec<Vec<PathBuf>>, Vec<&std::path::Path
             (vec![inputs.clone(), baseline.clone(), model.iter().cloned().collect()], vec![out])
         }
         Command::Model { config, inputs, .. } => (vec![inputs.clone(), vec![config.clone()]], vec![]),
-        Command::Export { inputs, parquet } => (vec![inputs.clone()], vec![parquet]),
+        Command::Export { inputs, parquet, .. } => (vec![inputs.clone()], vec![parquet]),
         Command::Simulate { workload, kernels, kineto, out, .. } => {
             (vec![workload.clone(), kernels.clone(), kineto.clone()], vec![out])
         }
@@ -464,7 +477,7 @@ fn command_paths(c: &Command) -> Option<(Vec<Vec<PathBuf>>, Vec<&std::path::Path
             let (inputs, outs) = args.paths();
             (vec![inputs], outs)
         }
-        Command::Demo { .. } | Command::Cluster { .. } | Command::Predict { .. } => return None,
+        Command::Demo { .. } | Command::Cluster { .. } | Command::Predict { .. } | Command::Watch(_) => return None,
     })
 }
 
@@ -499,8 +512,8 @@ fn spool_streams(command: Command, guards: &mut Vec<spool::Spooled>) -> Result<C
             Command::Report { inputs: files(inputs)?, out, model, baseline: files(baseline)?, title }
         }
         Command::Model { config, inputs, format } => Command::Model { config, inputs: files(inputs)?, format },
-        Command::Export { inputs, parquet } => Command::Export { inputs: files(inputs)?, parquet },
-        c @ (Command::Simulate { .. } | Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. } | Command::Plan(_)) => c,
+        Command::Export { inputs, parquet, partition } => Command::Export { inputs: files(inputs)?, parquet, partition },
+        c @ (Command::Simulate { .. } | Command::Demo { .. } | Command::Predict { .. } | Command::Cluster { .. } | Command::Plan(_) | Command::Watch(_)) => c,
     })
 }
 

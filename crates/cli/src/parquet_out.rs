@@ -1,9 +1,11 @@
 //! The canonical table as Parquet (`commlens-parquet`), with the analyses'
 //! per-operation figures as extra columns: bus/algorithm bandwidth,
-//! efficiency, parallelism class and, for fused tables, the match confidence.
+//! efficiency, parallelism class and, for fused tables, the match confidence;
+//! as one file or as the shards of a Hive-partitioned dataset.
 
 use crate::enrich::Enrichment;
 use commlens_core::OpTable;
+use commlens_parquet::dataset::{unique_run_id, PartitionKey, ShardWritten};
 use commlens_parquet::{write_table, ExtraColumn, ExtraValues, WriteOptions, WriteSummary};
 use std::path::Path;
 
@@ -24,6 +26,37 @@ pub fn write_with(
     source_kind: Option<commlens_core::SourceKind>,
     path: &Path,
 ) -> Result<WriteSummary, Box<dyn std::error::Error>> {
+    let extra = extras(t, enrich, with_confidence);
+    let opts = WriteOptions { extra, source_kind, ..WriteOptions::default() };
+    // A missing folder is created, as `report` does for its file.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    // Through a temporary file renamed into place: `path` holds the old file or the whole new one.
+    let written = crate::outputs::write_atomic(path, |tmp| {
+        write_table(t, tmp, &opts).map_err(Box::<dyn std::error::Error>::from)
+    })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(written)
+}
+
+/// The table as shards of a Hive-partitioned dataset under `dir` (see
+/// `commlens_parquet::dataset`), with the same extra columns as [`write`];
+/// file names carry this run's unique id, so runs on other nodes can write
+/// into the same `dir` at the same time.
+pub fn write_dataset(
+    t: &OpTable,
+    enrich: &Enrichment<'_>,
+    key: PartitionKey,
+    dir: &Path,
+) -> Result<Vec<ShardWritten>, Box<dyn std::error::Error>> {
+    let opts = WriteOptions { extra: extras(t, enrich, false), ..WriteOptions::default() };
+    Ok(commlens_parquet::dataset::write_dataset(t, dir, key, &opts, &unique_run_id())
+        .map_err(|e| format!("{}: {e}", dir.display()))?)
+}
+
+/// The analyses' per-operation figures, in `OpTable::ops()` order.
+fn extras(t: &OpTable, enrich: &Enrichment<'_>, with_confidence: bool) -> Vec<ExtraColumn> {
     let n = t.n_ops();
     let (mut algbw, mut busbw, mut eff, mut class, mut conf) =
         (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
@@ -47,15 +80,5 @@ pub fn write_with(
     if with_confidence {
         extra.push(ExtraColumn { name: "fusion_confidence".into(), values: ExtraValues::F64(conf) });
     }
-    let opts = WriteOptions { extra, source_kind, ..WriteOptions::default() };
-    // A missing folder is created, as `report` does for its file.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    // Through a temporary file renamed into place: `path` holds the old file or the whole new one.
-    let written = crate::outputs::write_atomic(path, |tmp| {
-        write_table(t, tmp, &opts).map_err(Box::<dyn std::error::Error>::from)
-    })
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(written)
+    extra
 }

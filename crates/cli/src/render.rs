@@ -319,3 +319,38 @@ pub fn trace_summary(traces: &[commlens_ingest::kineto::KernelTrace], verbose: b
     }
     s
 }
+
+/// The anomaly section as text (`report` prints it): the listed anomalies, how many more,
+/// what the rule looked at and the late arrivals it left to the straggler analysis.
+pub fn anomaly_table(a: &commlens_export::report::AnomalySection) -> Table {
+    use commlens_export::report::scale::fmt_ns;
+    let mut t = Table::new(
+        "Anomalies (operations far from their own history)",
+        &["time", "rule", "communicator", "kind", "size>", "ranks", "iter>", "observed>", "expected>", "score>"],
+    );
+    for r in &a.rows {
+        t.row(vec![
+            r.time.clone(),
+            r.rule.clone(),
+            r.comm.clone(),
+            r.kind.clone(),
+            r.bytes.map_or_else(|| "-".into(), human_bytes),
+            r.ranks.clone(),
+            opt(r.iteration),
+            fmt_ns(r.observed_ns),
+            fmt_ns(r.expected_ns),
+            format!("{:.1}", r.score),
+        ]);
+    }
+    if a.rows.is_empty() {
+        t.note("no anomaly".to_string());
+    }
+    if a.more > 0 {
+        t.note(format!("… and {} more anomalies not listed", a.more));
+    }
+    t.note(a.intro.clone());
+    for n in &a.notes {
+        t.note(n.clone());
+    }
+    t
+}

@@ -24,7 +24,7 @@ use commlens_export::report::{
     Bandwidth, BandwidthSeries, BwPoint, Figure, IterationHeat, KindCounts, Limit, ModelRow, ModelTable, OpMix,
     OpMixRow, Overlap, OverlapRow, RankBytes, RankVolume, ReportTable, SizeHistogram, StragglerRow, Stragglers,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Kinds present in the table, in `OpKind::ALL` order.
 fn kinds_present(agg: &Aggregate) -> Vec<OpKind> {
@@ -69,15 +69,16 @@ pub fn rank_volume(t: &OpTable, agg: &Aggregate) -> RankVolume {
     let kinds = kinds_present(agg);
     let mut devs: Vec<usize> = (0..t.devices.len()).filter(|&d| !t.per_rank[d].is_empty()).collect();
     devs.sort_by_key(|&d| (t.devices[d].global_rank.unwrap_or(u32::MAX), d));
+    // Bytes per (device, kind) in one pass over the cells (not one pass per device).
+    let mut by_dev_kind: HashMap<(usize, OpKind), u64> = HashMap::new();
+    for ((dv, _, k), c) in &agg.cells {
+        let e = by_dev_kind.entry((dv.ix(), *k)).or_default();
+        *e = e.wrapping_add(c.bytes);
+    }
     let ranks = devs
         .into_iter()
         .map(|d| {
-            let bytes = kinds
-                .iter()
-                .map(|k| {
-                    agg.cells.iter().filter(|((dv, _, x), _)| dv.ix() == d && x == k).map(|(_, c)| c.bytes).sum()
-                })
-                .collect();
+            let bytes = kinds.iter().map(|k| by_dev_kind.get(&(d, *k)).copied().unwrap_or(0)).collect();
             let rank = t.devices[d].global_rank.map_or_else(|| t.device_label(commlens_core::model::DevIdx(d as u32)), |r| r.to_string());
             RankBytes { rank, bytes }
         })
@@ -342,15 +343,13 @@ pub fn signature_table(t: &OpTable, c: &Classification) -> ReportTable {
 /// Operations and bytes per parallelism type (every logical communicator
 /// classified, its members' traffic summed), per operation kind.
 pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
-    let class_of: Vec<String> = (0..t.logical.len())
-        .map(|i| {
-            c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified".to_string(), |p| p.label().to_string())
-        })
+    let class_of: Vec<&'static str> = (0..t.logical.len())
+        .map(|i| c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified", |p| p.label()))
         .collect();
-    // (class, kind) → (ops, bytes), in first-seen class order.
-    let mut rows: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
+    // (class, kind) → (ops, bytes), in first-seen class order; no allocation per operation.
+    let mut rows: BTreeMap<(&'static str, &'static str), (u64, u64)> = BTreeMap::new();
     for op in t.ops() {
-        let class = t.comms[op.comm.ix()].logical.map_or("unclassified".to_string(), |l| class_of[l.ix()].clone());
+        let class = t.comms[op.comm.ix()].logical.map_or("unclassified", |l| class_of[l.ix()]);
         let e = rows.entry((class, op.kind.name())).or_default();
         e.0 += 1;
         e.1 += op.bytes;
@@ -363,9 +362,141 @@ pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
         rows: rows
             .into_iter()
             .map(|((class, kind), (n, b))| {
-                vec![class, kind.to_string(), n.to_string(), human_bytes(b), format!("{:.1}%", 100.0 * b as f64 / total as f64)]
+                vec![class.to_string(), kind.to_string(), n.to_string(), human_bytes(b), format!("{:.1}%", 100.0 * b as f64 / total as f64)]
             })
             .collect(),
         notes: vec!["bytes as logged (count × datatype size), all ranks".into()],
     }
+}
+
+/// Anomalies of a table (`commlens_analyze::anomaly`), with step changes over the
+/// iterations the traces' ranges (or the repeated operation pattern) give.
+pub fn anomaly_report(t: &OpTable, traces: &[KernelTrace]) -> commlens_analyze::anomaly::AnomalyReport {
+    let ranges = crate::enrich::iteration_ranges(traces);
+    let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
+    let iters = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
+    commlens_analyze::anomaly::detect_anomalies(t, Some(&iters), &Default::default())
+}
+
+/// Ranks as compact runs: `0-3,8,10-11`; long lists cut with their count.
+pub fn rank_runs(ranks: &[Option<u32>]) -> String {
+    let mut known: Vec<u32> = ranks.iter().flatten().copied().collect();
+    known.sort_unstable();
+    known.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < known.len() {
+        let mut j = i;
+        while j + 1 < known.len() && known[j + 1] == known[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i { format!("{}-{}", known[i], known[j]) } else { known[i].to_string() });
+        i = j + 1;
+    }
+    let unknown = ranks.len() - ranks.iter().flatten().count();
+    if unknown > 0 {
+        parts.push(format!("{unknown} of unknown rank"));
+    }
+    if parts.len() > 8 {
+        format!("{},… ({} ranks)", parts[..6].join(","), ranks.len())
+    } else {
+        parts.join(",")
+    }
+}
+
+/// UTC date and time of epoch nanoseconds (proleptic Gregorian, days → civil date).
+fn utc(ns: i64) -> String {
+    let (secs, frac) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    let (days, s) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}", s / 3600, s / 60 % 60, s % 60, frac / 1000)
+}
+
+/// When an anomaly happened: UTC for epoch times (after 2001), else seconds into the trace.
+pub fn anomaly_time(ns: i64) -> String {
+    if ns >= 1_000_000_000_000_000_000 {
+        format!("{} UTC", utc(ns))
+    } else {
+        format!("{:.6} s", ns as f64 / 1e9)
+    }
+}
+
+/// The report's anomaly section: the first `top` anomalies, charts of the histories that
+/// hold them, and what the rule looked at. `None` without timed operations.
+pub fn anomaly_section(rep: &commlens_analyze::anomaly::AnomalyReport, top: usize) -> Option<commlens_export::report::AnomalySection> {
+    use commlens_export::report::{AnomalyRow, AnomalySection, AnomalySeries};
+    if rep.timed_ops == 0 {
+        return None;
+    }
+    let c = &rep.config;
+    let intro = format!(
+        "{} of {} operations have a GPU span; {} collective instances in {} histories (communicator × kind × size bucket) of at least {} \
+         were judged, {} lone operations (point-to-point, or one timed member: their kernel time is mostly waiting) counted, not judged. An anomaly is at least {}× its history's median duration, {:.0} robust deviations (1.4826·MAD) and {} above it, \
+         with its bus bandwidth as far below; a step change is a lasting {}× rise of the per-iteration median (iterations: {:?}). \
+         Largest score seen: {}.",
+        rep.timed_ops,
+        rep.ops,
+        rep.judged,
+        rep.histories_judged,
+        c.min_history,
+        rep.lone,
+        c.min_ratio,
+        c.z_threshold,
+        commlens_export::report::scale::fmt_ns(c.min_excess_ns as f64),
+        c.change_min_effect,
+        rep.iterations,
+        rep.largest_score.map_or_else(|| "none".into(), |s| format!("{s:.1} ({})", rep.largest_where.as_deref().unwrap_or("?"))),
+    );
+    let rows = rep
+        .anomalies
+        .iter()
+        .take(top)
+        .map(|a| AnomalyRow {
+            time: anomaly_time(a.time_ns),
+            time_ns: a.time_ns,
+            rule: a.rule.label().into(),
+            comm: a.comm_name.clone(),
+            kind: a.kind.name().into(),
+            bytes: a.bytes,
+            ranks: rank_runs(&a.ranks),
+            iteration: a.iteration,
+            observed_ns: a.observed_ns,
+            expected_ns: a.expected_ns,
+            score: a.score,
+        })
+        .collect();
+    let mut series: Vec<AnomalySeries> = rep
+        .series
+        .iter()
+        .map(|s| AnomalySeries {
+            label: format!("{} {} {}", s.comm_name, s.kind.name(), s.bucket_lo_bytes.map_or_else(|| "size unknown".into(), |b| format!("≥{}", human_bytes(b)))),
+            points: s.medians_ns.clone(),
+            change_at: s.change_at,
+            marked: rep
+                .anomalies
+                .iter()
+                .filter(|a| a.comm_name == s.comm_name && a.kind == s.kind && a.bucket_lo_bytes == s.bucket_lo_bytes && a.rule != commlens_analyze::anomaly::Rule::StepChange)
+                .filter_map(|a| a.iteration)
+                .collect(),
+        })
+        .collect();
+    series.sort_by_key(|s| std::cmp::Reverse(s.marked.len() + usize::from(s.change_at.is_some())));
+    let mut notes = Vec::new();
+    if rep.late_arrivals > 0 {
+        let late: Vec<String> = rep.late_ranks.iter().take(3).map(|(r, n)| format!("rank {} ×{n}", r.map_or("?".into(), |r| r.to_string()))).collect();
+        notes.push(format!(
+            "{} instances had members waiting far longer than the transfer took: one rank arrived late ({}); not listed here — see the Stragglers section",
+            rep.late_arrivals,
+            late.join(", ")
+        ));
+    }
+    Some(AnomalySection { intro, rows, more: rep.anomalies.len().saturating_sub(top) as u64, series, notes })
 }

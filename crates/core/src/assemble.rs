@@ -11,7 +11,7 @@
 //! same sequence.
 
 use crate::model::{CommIdx, DevIdx, Grouping, LogicalComm, LogicalCommIdx, OpTable};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Runs both steps: logical communicators first (world detection needs them),
 /// then global ranks, then names communicators by their ranks.
@@ -32,22 +32,38 @@ enum Key {
 /// the same size that lacks its rank, when exactly one such group exists and
 /// the group does not already hold its device.
 fn adopt_into_id_groups(table: &OpTable, buckets: &mut BTreeMap<Key, Vec<CommIdx>>, adopted: &mut [bool]) {
+    // The `commId` groups whose members all declare `n` ranks, by `n`, in key order: only
+    // they can adopt a handle of size `n` (adopting keeps that true). Built only when some
+    // handle lacks its `commId`, so complete logs pay nothing.
+    if !table.comms.iter().any(|c| c.comm_id.is_none() && c.nranks.is_some()) {
+        return;
+    }
+    let mut by_size: HashMap<u32, Vec<Key>> = HashMap::new();
+    for (k, members) in buckets.iter() {
+        let n = members.first().and_then(|m| table.comms[m.ix()].nranks);
+        if let (Key::Id(_), Some(n)) = (k, n) {
+            if members.iter().all(|m| table.comms[m.ix()].nranks == Some(n)) {
+                by_size.entry(n).or_default().push(*k);
+            }
+        }
+    }
     for (i, c) in table.comms.iter().enumerate() {
         let (None, Some(n)) = (c.comm_id, c.nranks) else { continue };
-        let candidates: Vec<Key> = buckets
+        let candidates: Vec<Key> = by_size
+            .get(&n)
+            .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter(|(k, members)| {
-                matches!(k, Key::Id(_))
-                    && members.len() < n as usize
+            .filter(|k| {
+                let members = &buckets[k];
+                members.len() < n as usize
                     && members.iter().all(|m| {
                         let o = &table.comms[m.ix()];
-                        o.nranks == Some(n)
-                            && o.proc != c.proc
+                        o.proc != c.proc
                             && (c.rank.is_none() || o.rank != c.rank)
                             && (c.device.is_none() || o.device != c.device)
                     })
             })
-            .map(|(k, _)| *k)
+            .copied()
             .collect();
         if let [k] = candidates[..] {
             buckets.get_mut(&k).expect("key from iteration").push(CommIdx(i as u32));
@@ -131,20 +147,31 @@ fn split_into_groups(table: &OpTable, members: &[CommIdx], nranks: usize) -> Vec
             (p.host.clone(), p.pid, dev, c.ptr)
         });
     }
+    // Per group, the ranks and devices taken; groups with room, in creation order. A
+    // member is checked against sets, not every handle already placed: the world
+    // communicator of 100,000 handles splits in linear time.
+    let mut taken: Vec<(HashSet<u32>, HashSet<DevIdx>)> = Vec::new();
+    let mut open: BTreeSet<usize> = BTreeSet::new();
     for m in ordered {
         let c = &table.comms[m.ix()];
-        let fits = |g: &Vec<CommIdx>| {
-            g.len() < nranks
-                && g.iter().all(|o| {
-                    let oc = &table.comms[o.ix()];
-                    let same_rank = c.rank.is_some() && oc.rank == c.rank;
-                    let same_dev = c.device.is_some() && oc.device == c.device;
-                    !same_rank && !same_dev
-                })
+        let fits = |g: usize| {
+            let (ranks, devs) = &taken[g];
+            !c.rank.is_some_and(|r| ranks.contains(&r)) && !c.device.is_some_and(|d| devs.contains(&d))
         };
-        match groups.iter_mut().find(|g| fits(g)) {
-            Some(g) => g.push(m),
-            None => groups.push(vec![m]),
+        let g = match open.iter().copied().find(|&g| fits(g)) {
+            Some(g) => g,
+            None => {
+                groups.push(Vec::new());
+                taken.push(Default::default());
+                open.insert(groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        groups[g].push(m);
+        taken[g].0.extend(c.rank);
+        taken[g].1.extend(c.device);
+        if groups[g].len() >= nranks {
+            open.remove(&g);
         }
     }
     groups

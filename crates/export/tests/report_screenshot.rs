@@ -122,6 +122,7 @@ fn report_renders_in_headless_chromium() {
         "Model against observed",
         "Expected from the collective model",
         "Tuning disagreements",
+        "Anomalies",
         "Communicator bottlenecks",
     ] {
         assert!(dom.contains(&format!("<h2>{h}</h2>")), "DOM lacks heading {h}");

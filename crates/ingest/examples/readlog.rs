@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 fn main() {
     if let Ok(p) = std::env::var("COMPARE") { compare_paths(std::path::Path::new(&p)); return; }
+    if let Ok(p) = std::env::var("CHUNKS") { return chunks(std::path::Path::new(&p)); }
     for arg in std::env::args().skip(1) {
         let path = PathBuf::from(&arg);
         match load_path(&path, &ReadOptions::default()) {
@@ -51,4 +52,25 @@ fn compare_paths(path: &std::path::Path) {
             println!("DIFF line {}: {}\n  fast {:?}\n  scan {:?}", i + 1, String::from_utf8_lossy(line), o1, o2);
         }
     }
+}
+
+/// `CHUNKS=FILE`: how the parallel reader cuts FILE, how many chunks its join
+/// had to read again, and the time (the chunk size from `COMMLENS_CHUNK_BYTES`).
+fn chunks(path: &std::path::Path) {
+    use commlens_ingest::nccl_log::chunked::{plan, read_chunked};
+    let opts = ReadOptions::default();
+    let Some(ranges) = plan(path, &opts) else { return println!("{}: read sequentially", path.display()) };
+    let t = std::time::Instant::now();
+    let c = read_chunked(path, &opts, &ranges, false, &|| 0u64, &|n: &mut u64, _| *n += 1).unwrap();
+    let folded: u64 = c.parts.iter().map(|p| p.0).sum();
+    println!(
+        "{}: {} chunks, {} read again by the join {:?}, {} ops ({} folded), {:.3} s",
+        path.display(),
+        c.chunks,
+        c.replayed,
+        c.reasons,
+        c.report.ops,
+        folded,
+        t.elapsed().as_secs_f64()
+    );
 }

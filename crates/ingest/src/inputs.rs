@@ -353,7 +353,9 @@ pub struct Loaded {
     pub skipped_files: Vec<(PathBuf, String)>,
     /// nccl-tests outputs read (benchmark tables; they hold no operations).
     pub benchmarks: Vec<crate::nccl_tests::BenchFile>,
-    /// Per input file, how its indices map into `table`.
+    /// Per part read, how its indices map into `table`: one part per input
+    /// file, or, for a large file read in chunks on all cores, one per chunk
+    /// plus one for the join. The states of `load_inputs_with` are next to them.
     pub remaps: Vec<Remap>,
     /// Whole lines for stderr, each starting `note: ` or `warning: `: input
     /// files read once because they repeat another (same bytes, or the same
@@ -366,7 +368,10 @@ pub struct Loaded {
 /// state from `make`, and `per_op` folds every operation into it as it is read
 /// (with the file's own indices; `Loaded::remaps[i]` maps them into the merged
 /// table). With `keep_ops` the operations are also stored in the table.
-/// Returns the states in file order, next to `Loaded::remaps`.
+/// Returns the states in file order, next to `Loaded::remaps`: a large file
+/// read in chunks ([`nccl_log::chunked`]) gives one state per chunk, each
+/// with its own remap, so folding every state through its remap gives the
+/// result of one state per file.
 pub fn load_inputs_with<S, M, F>(
     paths: &[PathBuf],
     opts: &ReadOptions,
@@ -426,9 +431,17 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
-    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, S)> = files
+    type Parts<S> = Vec<(S, Option<nccl_log::ChunkMaps>)>;
+    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, Parts<S>)> = files
         .par_iter()
         .map(|(path, explicit)| {
+            // A large plain file: its chunks on all cores, one state each.
+            if let Some(ranges) = nccl_log::chunked::plan(path, opts) {
+                return match nccl_log::chunked::read_chunked(path, opts, &ranges, keep_ops, &make, &per_op) {
+                    Ok(c) => (path.clone(), *explicit, Ok((c.table, c.report)), c.parts),
+                    Err(e) => (path.clone(), *explicit, Err(e), vec![(make(), None)]),
+                };
+            }
             // Operations go straight to their device's list (one copy of the
             // table in memory, not a flat list plus the per-device one).
             let mut per_dev: Vec<Vec<CollOp>> = Vec::new();
@@ -451,7 +464,7 @@ where
                 t.per_rank = per_dev;
                 (t, r)
             });
-            (path.clone(), *explicit, res, state)
+            (path.clone(), *explicit, res, vec![(state, None)])
         })
         .collect();
     let mut parts = Vec::new();
@@ -474,7 +487,8 @@ where
         }
     }
     if parts.is_empty() {
-        return Ok((Loaded { skipped_files, notes, ..Loaded::empty() }, states));
+        let states = states.into_iter().flatten().map(|(st, _)| st).collect();
+        return Ok((Loaded { skipped_files, notes, remaps: Vec::new(), ..Loaded::empty() }, states));
     }
     // Files repeating or contradicting earlier ones are not merged (their
     // per-file state is emptied too, so folded results do not count them).
@@ -515,7 +529,7 @@ where
                 kept_reports.push(r);
                 kept_slots.push(slot);
             } else {
-                states[slot] = S::default();
+                states[slot] = vec![(S::default(), None)];
             }
         }
         (parts, reports, file_slot) = (kept_parts, kept_reports, kept_slots);
@@ -535,9 +549,31 @@ where
         }
         remaps[slot] = r;
     }
+    // One state per part read (a file, or a chunk of a large one), each next
+    // to the map of its own indices.
+    let (states, part_remaps): (Vec<S>, Vec<Remap>) = states
+        .into_iter()
+        .zip(&remaps)
+        .flat_map(|(parts, file)| parts.into_iter().map(move |(st, maps)| (st, chunk_remap(file, maps.as_ref()))))
+        .unzip();
     // What is left contradicts itself within one file (two runs in one stdout).
     notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
-    Ok((Loaded { table, reports, skipped_files, remaps, notes, ..Loaded::empty() }, states))
+    Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, ..Loaded::empty() }, states))
+}
+
+/// The map of a chunk's indices into the merged table: through its file's
+/// (`None`: the part's indices are the file's).
+fn chunk_remap(file: &Remap, chunk: Option<&nccl_log::ChunkMaps>) -> Remap {
+    match chunk {
+        // A file left out of the table has no map; its states were emptied.
+        Some(m) if !file.proc.is_empty() => Remap {
+            proc: m.proc.iter().map(|p| file.proc[p.ix()]).collect(),
+            dev: m.dev.iter().map(|d| file.dev[d.ix()]).collect(),
+            comm: m.comm.iter().map(|c| file.comm[c.ix()]).collect(),
+        },
+        Some(_) => Remap::default(),
+        None => file.clone(),
+    }
 }
 
 impl Loaded {

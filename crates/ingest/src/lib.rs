@@ -31,6 +31,7 @@ pub mod nccl_log;
 pub mod nccl_tests;
 pub mod nsys;
 pub mod plugin_out;
+pub mod plugin_follow;
 mod plugin_out_decode;
 mod plugin_out_table;
 pub mod topo_xml;

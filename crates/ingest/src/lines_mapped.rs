@@ -57,6 +57,9 @@ pub struct MappedLines {
     file: File,
     /// File size at open; nothing past it is read.
     file_len: u64,
+    /// Where reading stops: the file size, or the end of the byte range of
+    /// [`MappedLines::open_range`] (a chunk of the parallel reader).
+    limit: u64,
     /// The current window (`None` only between unmapping one and mapping the
     /// next, so that two windows are never resident together).
     map: Option<Mmap>,
@@ -91,9 +94,18 @@ impl MappedLines {
     /// [`MappedLines::open`] with windows of about `window` bytes (tests use
     /// a page or a few to cross many windows in small files).
     pub fn open_with_window(path: &Path, max_line: usize, window: usize) -> io::Result<Option<MappedLines>> {
+        MappedLines::open_range(path, max_line, window, 0, u64::MAX)
+    }
+
+    /// The lines of bytes `start..end` of the file (clamped to its size), as
+    /// if they were a file of their own: `start` must be a line start for the
+    /// lines to be the file's. Line numbers count from 1 at `start`;
+    /// `bytes_read` counts from the file's start. `Ok(None)` as for
+    /// [`MappedLines::open`] (an empty range included).
+    pub fn open_range(path: &Path, max_line: usize, window: usize, start: u64, end: u64) -> io::Result<Option<MappedLines>> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
-        if !meta.is_file() || meta.len() == 0 {
+        if !meta.is_file() || meta.len() == 0 || start >= end.min(meta.len()) {
             return Ok(None);
         }
         // The same clamp as LineReader, so both cut at the same lengths.
@@ -102,8 +114,9 @@ impl MappedLines {
         let mut lines = MappedLines {
             file,
             file_len: meta.len(),
+            limit: end.min(meta.len()),
             map: None,
-            map_off: 0,
+            map_off: start,
             pos: 0,
             end: 0,
             window,
@@ -117,7 +130,7 @@ impl MappedLines {
         if lines.remap().is_err() {
             return Ok(None);
         }
-        if lines.data().starts_with(&[0x1f, 0x8b]) {
+        if start == 0 && lines.data().starts_with(&[0x1f, 0x8b]) {
             return Ok(None);
         }
         Ok(Some(lines))
@@ -157,7 +170,7 @@ impl MappedLines {
                 Some(nl) if nl - self.pos <= self.max_line => return Ok(Some(self.take_line(nl))),
                 Some(_) => return Ok(Some(self.cut_overlong())),
                 None if avail > self.max_line => return Ok(Some(self.cut_overlong())),
-                None if self.map_off + self.end as u64 == self.file_len => {
+                None if self.map_off + self.end as u64 == self.limit => {
                     if avail == 0 {
                         return Ok(None);
                     }
@@ -223,7 +236,7 @@ impl MappedLines {
                 format!("file shrank from {} to {now} bytes while being read", self.file_len),
             ));
         }
-        let len = (self.window as u64).min(self.file_len - off) as usize;
+        let len = (self.window as u64).min(self.limit - off) as usize;
         // The window size guarantees progress; a window that does not reach
         // past the previous one would loop forever, so it is an error.
         if self.map.is_some() && off + len as u64 <= self.map_off + self.end as u64 {

@@ -23,6 +23,7 @@ pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
     let mut procs: HashMap<(String, u32), ProcIdx> = HashMap::new();
     let mut devs: HashMap<(ProcIdx, Option<u32>), DevIdx> = HashMap::new();
     let mut comms: HashMap<(ProcIdx, u64), CommIdx> = HashMap::new();
+    let mut topo_hosts: std::collections::HashSet<String> = out.topologies.iter().map(|t| t.host.clone()).collect();
     let mut remaps = Vec::with_capacity(parts.len());
     for part in parts {
         let mut r = Remap::default();
@@ -87,17 +88,37 @@ pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
             };
             r.comm.push(idx);
         }
+        // The first topology of each host is kept (a set, not a search of
+        // the kept ones: a 100,000-rank job has a topology per file).
         for t in part.topologies {
-            if out.topology_of_host(&t.host).is_none() {
+            if topo_hosts.insert(t.host.clone()) {
                 out.topologies.push(t);
             }
         }
-        for ops in part.per_rank {
-            for mut op in ops {
+        for (i, mut ops) in part.per_rank.into_iter().enumerate() {
+            // A rank's list whose operations all belong to it (the usual
+            // case) is remapped in place and, when its merged rank has none
+            // yet, moved whole: no copy, no spare capacity from growing.
+            let own = i < r.dev.len() && ops.iter().all(|op| op.dev.ix() == i);
+            if !own {
+                for mut op in ops {
+                    op.proc = r.proc[op.proc.ix()];
+                    op.dev = r.dev[op.dev.ix()];
+                    op.comm = r.comm[op.comm.ix()];
+                    out.per_rank[op.dev.ix()].push(op);
+                }
+                continue;
+            }
+            for op in &mut ops {
                 op.proc = r.proc[op.proc.ix()];
-                op.dev = r.dev[op.dev.ix()];
+                op.dev = r.dev[i];
                 op.comm = r.comm[op.comm.ix()];
-                out.per_rank[op.dev.ix()].push(op);
+            }
+            let into = &mut out.per_rank[r.dev[i].ix()];
+            if into.is_empty() {
+                *into = ops;
+            } else {
+                into.extend(ops);
             }
         }
         remaps.push(r);
@@ -289,6 +310,46 @@ mod tests {
         let (v, _) = screen_parts(&[a, b]);
         let Screen::Conflict { with: 0, what } = &v[1] else { panic!("{v:?}") };
         assert!(what.contains("2 ranks") && what.contains("4 here"), "{what}");
+    }
+
+    /// A job of 20,000 single-rank files, eight per host, each with its own
+    /// copy of its host's topology: every rank keeps its operations (moved,
+    /// remapped), hosts keep one topology each. Checks the shape that used to
+    /// search the kept topologies once per file (files × hosts).
+    #[test]
+    fn many_single_rank_files_merge_whole() {
+        use commlens_core::enums::DataType;
+        use commlens_core::model::CollOp;
+        const FILES: u32 = 20_000;
+        let parts: Vec<OpTable> = (0..FILES)
+            .map(|f| {
+                let host = format!("node{:05}", f / 8);
+                let mut t = part(&host, f, 0xabc, f, FILES, 3);
+                t.topologies.push(commlens_core::Topology::new(&host));
+                t.per_rank = vec![(0..3u64)
+                    .map(|k| {
+                        let mut op = CollOp::new(ProcIdx(0), DevIdx(0), CommIdx(0), OpKind::AllReduce, 1 + k, DataType::Float32);
+                        op.line = u64::from(f) * 10 + k;
+                        op
+                    })
+                    .collect()];
+                t
+            })
+            .collect();
+        let (merged, remaps) = merge_tables(parts);
+        assert_eq!(merged.devices.len(), FILES as usize);
+        assert_eq!(merged.comms.len(), FILES as usize);
+        assert_eq!(merged.topologies.len(), FILES as usize / 8);
+        assert_eq!(merged.topologies[7].host, "node00007");
+        for (f, r) in remaps.iter().enumerate() {
+            let d = r.dev[0];
+            let ops = &merged.per_rank[d.ix()];
+            assert_eq!(ops.len(), 3, "file {f}");
+            for (k, op) in ops.iter().enumerate() {
+                assert_eq!((op.dev, op.comm, op.proc), (d, r.comm[0], r.proc[0]));
+                assert_eq!((op.count, op.line), (1 + k as u64, f as u64 * 10 + k as u64));
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! [`read_table`], [`ReadSummary`], [`ReadError`]); [`schema`] owns the
 //! column layout (documented in `SCHEMA.md`), `writer` the streaming
 //! row-group loop, and `reader` (with `rows`) its inverse (file →
-//! [`OpTable`]). It uses the `parquet` crate's low-level column writer and
+//! [`OpTable`]; [`read_table_with`] decodes only a [`Columns`] projection),
+//! [`dataset`] the Hive-partitioned layout (`DIR/host=<name>/part-….parquet`,
+//! one shard per host or rank, written by one run per node). It uses the
+//! `parquet` crate's low-level column writer and
 //! readers, not arrow, so the dependency stays small and stays inside this
 //! crate.
 //!
@@ -28,6 +31,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod dataset;
+pub mod projection;
 mod reader;
 mod rows;
 pub mod schema;
@@ -38,7 +43,8 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-pub use reader::{quiet_guarded_panics, read_table, ReadError, ReadSummary};
+pub use projection::Columns;
+pub use reader::{quiet_guarded_panics, read_table, read_table_with, ReadError, ReadSummary};
 pub use schema::{builtin_column_names, source_kind_name, SCHEMA_VERSION};
 pub(crate) use writer::Ctx;
 

@@ -18,6 +18,7 @@
 //! (topologies, rings/trees/connections, NVML index, bus id, handles and
 //! devices without operations) is not in the result; see `SCHEMA.md`.
 
+use crate::projection::Columns;
 use crate::rows::{needed, read_group, Builder, ColumnMap};
 use crate::schema::{source_kind_name, SCHEMA_VERSION};
 use crate::{META_COMMLENS_VERSION, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
@@ -46,6 +47,8 @@ pub struct ReadSummary {
     /// model fields: the writer clamps out-of-range values to that maximum,
     /// so these may have been larger (only corrupted input gets there).
     pub saturated_values: u64,
+    /// Built-in columns decoded (the projection's size; see [`Columns`]).
+    pub columns_read: usize,
 }
 
 /// Why a file could not be read; every variant names the file.
@@ -98,11 +101,18 @@ impl std::error::Error for ReadError {
 /// in order of first appearance; logical communicators in their written
 /// order. See `SCHEMA.md` ("Reading back") for what cannot come back.
 pub fn read_table(path: &Path) -> Result<(OpTable, ReadSummary), ReadError> {
+    read_table_with(path, &Columns::all())
+}
+
+/// [`read_table`] decoding only the columns `cols` names: the others are
+/// neither read from disk nor decoded, and come back null (a field that is
+/// never null as 0 or false). The whole schema is still checked.
+pub fn read_table_with(path: &Path, cols: &Columns) -> Result<(OpTable, ReadSummary), ReadError> {
     // The parquet crate's page decoders panic on some corrupt pages (a
     // dictionary-encoded page without its dictionary, found by fuzzing):
     // a damaged file must be an error naming it, never a crash.
     GUARDED.with(|g| g.set(true));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table_unguarded(path)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_table_unguarded(path, cols)));
     GUARDED.with(|g| g.set(false));
     match r {
         Ok(r) => r,
@@ -134,7 +144,7 @@ pub fn quiet_guarded_panics() {
     }));
 }
 
-fn read_table_unguarded(path: &Path) -> Result<(OpTable, ReadSummary), ReadError> {
+fn read_table_unguarded(path: &Path, cols: &Columns) -> Result<(OpTable, ReadSummary), ReadError> {
     let file = std::fs::File::open(path).map_err(|e| ReadError::Io { path: path.to_path_buf(), source: e })?;
     let pq = |e| ReadError::Parquet { path: path.to_path_buf(), source: e };
     let reader = SerializedFileReader::new(file).map_err(pq)?;
@@ -182,7 +192,7 @@ fn read_table_unguarded(path: &Path) -> Result<(OpTable, ReadSummary), ReadError
     for i in 0..md.num_row_groups() {
         let n = usize::try_from(md.row_group(i).num_rows()).unwrap_or(0);
         let rg = reader.get_row_group(i).map_err(pq)?;
-        let g = read_group(rg.as_ref(), &at, n).map_err(pq)?;
+        let g = read_group(rg.as_ref(), &at, n, cols).map_err(pq)?;
         for r in 0..n {
             b.row(&g, r).map_err(|(column, what)| ReadError::Value {
                 path: path.to_path_buf(),
@@ -204,6 +214,7 @@ fn read_table_unguarded(path: &Path) -> Result<(OpTable, ReadSummary), ReadError
         source_kind,
         ignored_columns,
         saturated_values,
+        columns_read: cols.len(),
     };
     Ok((table, summary))
 }

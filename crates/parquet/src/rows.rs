@@ -15,6 +15,7 @@ use parquet::column::reader::get_typed_column_reader;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType as PqType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
 use parquet::file::reader::RowGroupReader;
+use crate::projection::Columns;
 use std::collections::{BTreeMap, HashMap};
 
 /// Leaf index and maximum definition level of each column the reader uses.
@@ -22,9 +23,10 @@ pub(crate) type ColumnMap = HashMap<&'static str, (usize, i16)>;
 
 macro_rules! read_columns {
     ($($name:ident: $ty:ty),* $(,)?) => {
-        /// One row group's values, column by column (`None` is null).
+        /// One row group's values, column by column (`None` is null); a
+        /// column left out of the projection holds no values.
         pub(crate) struct Group {
-            $($name: Vec<Option<<$ty as PqType>::T>>,)*
+            $($name: Col<<$ty as PqType>::T>,)*
         }
 
         /// The built-in columns read back, with their physical types.
@@ -32,10 +34,49 @@ macro_rules! read_columns {
             vec![$((stringify!($name), <$ty as PqType>::get_physical_type()),)*]
         }
 
-        pub(crate) fn read_group(rg: &dyn RowGroupReader, at: &ColumnMap, n: usize) -> Result<Group, ParquetError> {
-            Ok(Group { $($name: read_column::<$ty>(rg, at[stringify!($name)], n)?,)* })
+        pub(crate) fn read_group(
+            rg: &dyn RowGroupReader,
+            at: &ColumnMap,
+            n: usize,
+            cols: &Columns,
+        ) -> Result<Group, ParquetError> {
+            Ok(Group {
+                $($name: if cols.contains(stringify!($name)) {
+                    Col { name: stringify!($name), read: true, vals: read_column::<$ty>(rg, at[stringify!($name)], n)? }
+                } else {
+                    Col { name: stringify!($name), read: false, vals: Vec::new() }
+                },)*
+            })
         }
     };
+}
+
+/// One column of a row group.
+pub(crate) struct Col<T> {
+    name: &'static str,
+    /// False when the projection left the column out: every value reads as
+    /// null, and a required field as its default (0, false).
+    read: bool,
+    vals: Vec<Option<T>>,
+}
+
+impl<T: Clone + Default> Col<T> {
+    fn at(&self, r: usize) -> Option<&T> {
+        self.vals.get(r).and_then(Option::as_ref)
+    }
+
+    fn get(&self, r: usize) -> Option<T> {
+        self.at(r).cloned()
+    }
+
+    /// A field that is never null: an error when null in a column that was
+    /// read, the type's default when the column was not read.
+    fn req(&self, r: usize) -> Result<T, Bad> {
+        if !self.read {
+            return Ok(T::default());
+        }
+        required(self.name, self.get(r))
+    }
 }
 
 read_columns! {
@@ -101,8 +142,8 @@ fn hex(col: &'static str, v: &ByteArray) -> Result<u64, Bad> {
         .ok_or_else(|| (col, format!("`{s}` is not a 0x… hex value")))
 }
 
-fn opt_hex(col: &'static str, v: &Option<ByteArray>) -> Result<Option<u64>, Bad> {
-    v.as_ref().map(|v| hex(col, v)).transpose()
+fn opt_hex(col: &'static str, v: Option<&ByteArray>) -> Result<Option<u64>, Bad> {
+    v.map(|v| hex(col, v)).transpose()
 }
 
 /// `unknown(12)` → 12 for the given prefix.
@@ -183,8 +224,8 @@ impl Builder {
     }
 
     fn process(&mut self, g: &Group, r: usize) -> Result<ProcIdx, Bad> {
-        let host = required("host", g.host[r].as_ref())?;
-        let pid = required("pid", g.pid[r])?;
+        let host = required("host", g.host.at(r))?;
+        let pid = required("pid", g.pid.get(r))?;
         let pid = u32::try_from(pid).map_err(|_| ("pid", format!("{pid} is not a process id")))?;
         if let Some((h, p, i)) = &self.last_proc {
             if *p == pid && h.data() == host.data() {
@@ -195,7 +236,7 @@ impl Builder {
         let idx = match self.procs.get(&key) {
             Some(&i) => i,
             None => {
-                let nccl_version = match &g.nccl_version[r] {
+                let nccl_version = match g.nccl_version.at(r) {
                     None => None,
                     Some(v) => Some(NcclVersion::parse(v.data()).ok_or_else(|| {
                         ("nccl_version", format!("`{}` is not a version", String::from_utf8_lossy(v.data())))
@@ -212,9 +253,9 @@ impl Builder {
     }
 
     fn device(&mut self, g: &Group, r: usize, proc: ProcIdx) -> Result<DevIdx, Bad> {
-        let global_rank = self.u32("global_rank", g.global_rank[r])?;
-        let local_rank = self.u32("local_rank", g.local_rank[r])?;
-        let cuda_dev = self.u32("cuda_dev", g.cuda_dev[r])?;
+        let global_rank = self.u32("global_rank", g.global_rank.get(r))?;
+        let local_rank = self.u32("local_rank", g.local_rank.get(r))?;
+        let cuda_dev = self.u32("cuda_dev", g.cuda_dev.get(r))?;
         let t = &mut self.t;
         Ok(*self.devs.entry((proc, [global_rank, local_rank, cuda_dev])).or_insert_with(|| {
             t.devices.push(Device { proc, cuda_dev, nvml_dev: None, bus_id: None, global_rank, local_rank });
@@ -224,8 +265,8 @@ impl Builder {
     }
 
     fn comm(&mut self, g: &Group, r: usize, proc: ProcIdx, device: DevIdx) -> Result<CommIdx, Bad> {
-        let ptr = hex("comm_ptr", required("comm_ptr", g.comm_ptr[r].as_ref())?)?;
-        let logical = match (&g.logical_comm[r], g.logical_comm_idx[r]) {
+        let ptr = hex("comm_ptr", required("comm_ptr", g.comm_ptr.at(r))?)?;
+        let logical = match (g.logical_comm.at(r), g.logical_comm_idx.get(r)) {
             (None, None) => None,
             (Some(name), Some(i)) => {
                 let i = u32::try_from(i).map_err(|_| ("logical_comm_idx", format!("negative value {i}")))?;
@@ -244,9 +285,9 @@ impl Builder {
             _ => return Err(("logical_comm", "name and `logical_comm_idx` must be null together".into())),
         };
         let facts = HandleFacts {
-            comm_id: opt_hex("comm_id", &g.comm_id[r])?,
-            nranks: self.u32("nranks", g.nranks[r])?,
-            rank: self.u32("rank_in_comm", g.rank_in_comm[r])?,
+            comm_id: opt_hex("comm_id", g.comm_id.at(r))?,
+            nranks: self.u32("nranks", g.nranks.get(r))?,
+            rank: self.u32("rank_in_comm", g.rank_in_comm.get(r))?,
             logical,
             device,
         };
@@ -273,22 +314,22 @@ impl Builder {
     }
 
     fn kernel(&mut self, g: &Group, r: usize) -> Result<Option<Box<KernelInfo>>, Bad> {
-        let Some(name) = &g.kernel_name[r] else { return Ok(None) };
+        let Some(name) = g.kernel_name.at(r) else { return Ok(None) };
         Ok(Some(Box::new(KernelInfo {
             name: text("kernel_name", name)?.to_string(),
             grid: [
-                self.u32_req("grid_x", g.grid_x[r])?,
-                self.u32_req("grid_y", g.grid_y[r])?,
-                self.u32_req("grid_z", g.grid_z[r])?,
+                self.u32_req("grid_x", g.grid_x.get(r))?,
+                self.u32_req("grid_y", g.grid_y.get(r))?,
+                self.u32_req("grid_z", g.grid_z.get(r))?,
             ],
             block: [
-                self.u32_req("block_x", g.block_x[r])?,
-                self.u32_req("block_y", g.block_y[r])?,
-                self.u32_req("block_z", g.block_z[r])?,
+                self.u32_req("block_x", g.block_x.get(r))?,
+                self.u32_req("block_y", g.block_y.get(r))?,
+                self.u32_req("block_z", g.block_z.get(r))?,
             ],
-            shared_mem_bytes: self.u32_req("shared_mem_bytes", g.shared_mem_bytes[r])?,
-            registers: self.u32_req("registers", g.registers[r])?,
-            correlation_id: self.u64("correlation_id", required("correlation_id", g.correlation_id[r])?)?,
+            shared_mem_bytes: self.u32_req("shared_mem_bytes", g.shared_mem_bytes.get(r))?,
+            registers: self.u32_req("registers", g.registers.get(r))?,
+            correlation_id: self.u64("correlation_id", required("correlation_id", g.correlation_id.get(r))?)?,
         })))
     }
 
@@ -297,12 +338,12 @@ impl Builder {
         let proc = self.process(g, r)?;
         let dev = self.device(g, r, proc)?;
         let comm = self.comm(g, r, proc, dev)?;
-        let tid = required("tid", g.tid[r])?;
-        let kind = enum_of("kind", required("kind", g.kind[r].as_ref())?, &OpKind::ALL, OpKind::name)?;
+        let tid = g.tid.req(r)?;
+        let kind = enum_of("kind", required("kind", g.kind.at(r))?, &OpKind::ALL, OpKind::name)?;
         use Algorithm::*;
         let algos = [Tree, Ring, CollNetDirect, CollNetChain, Nvls, NvlsTree, Pat];
         let protos = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
-        let channels = match (g.channel_lo[r], g.channel_hi[r]) {
+        let channels = match (g.channel_lo.get(r), g.channel_hi.get(r)) {
             (None, None) => None,
             (Some(lo), Some(hi)) => {
                 let ch = |c, v: i32| u16::try_from(v).map_err(|_| (c, format!("{v} is not a channel")));
@@ -310,7 +351,7 @@ impl Builder {
             }
             _ => return Err(("channel_lo", "channel_lo and channel_hi must be null together".into())),
         };
-        let gpu = match (g.gpu_start_ns[r], g.gpu_end_ns[r]) {
+        let gpu = match (g.gpu_start_ns.get(r), g.gpu_end_ns.get(r)) {
             (None, None) => None,
             (Some(start_ns), Some(end_ns)) => Some(GpuSpan { start_ns, end_ns }),
             _ => return Err(("gpu_start_ns", "gpu_start_ns and gpu_end_ns must be null together".into())),
@@ -319,28 +360,28 @@ impl Builder {
             proc,
             dev,
             comm,
-            comm_seq: self.u64("comm_seq", required("comm_seq", g.comm_seq[r])?)?,
+            comm_seq: self.u64("comm_seq", g.comm_seq.req(r)?)?,
             tid: u32::try_from(tid).map_err(|_| ("tid", format!("{tid} is not a thread id")))?,
-            seq: self.u64("seq", required("seq", g.seq[r])?)?,
+            seq: self.u64("seq", g.seq.req(r)?)?,
             kind,
-            count: self.u64("count", required("count", g.count[r])?)?,
-            dtype: dtype_of(required("datatype", g.datatype[r].as_ref())?)?,
+            count: self.u64("count", required("count", g.count.get(r))?)?,
+            dtype: dtype_of(required("datatype", g.datatype.at(r))?)?,
             // Null: the size is unknown (stored as 0 with an unknown type).
-            bytes: g.bytes[r].map(|b| self.u64("bytes", b)).transpose()?.unwrap_or(0),
-            redop: g.redop[r].as_ref().map(redop_of).transpose()?,
-            root: self.u32("root", g.root[r])?,
-            peer: self.u32("peer", g.peer[r])?,
-            algo: g.algorithm[r].as_ref().map(|v| enum_of("algorithm", v, &algos, Algorithm::name)).transpose()?,
-            proto: g.protocol[r].as_ref().map(|v| enum_of("protocol", v, &protos, Protocol::name)).transpose()?,
+            bytes: g.bytes.get(r).map(|b| self.u64("bytes", b)).transpose()?.unwrap_or(0),
+            redop: g.redop.at(r).map(redop_of).transpose()?,
+            root: self.u32("root", g.root.get(r))?,
+            peer: self.u32("peer", g.peer.get(r))?,
+            algo: g.algorithm.at(r).map(|v| enum_of("algorithm", v, &algos, Algorithm::name)).transpose()?,
+            proto: g.protocol.at(r).map(|v| enum_of("protocol", v, &protos, Protocol::name)).transpose()?,
             channels,
-            sendbuff: opt_hex("sendbuff", &g.sendbuff[r])?.unwrap_or(0),
-            recvbuff: opt_hex("recvbuff", &g.recvbuff[r])?.unwrap_or(0),
-            stream: opt_hex("stream", &g.stream[r])?,
-            cpu_ts_ns: g.cpu_ts_ns[r],
+            sendbuff: opt_hex("sendbuff", g.sendbuff.at(r))?.unwrap_or(0),
+            recvbuff: opt_hex("recvbuff", g.recvbuff.at(r))?.unwrap_or(0),
+            stream: opt_hex("stream", g.stream.at(r))?,
+            cpu_ts_ns: g.cpu_ts_ns.get(r),
             gpu,
             kernel: self.kernel(g, r)?,
-            line: self.u64("line", required("line", g.line[r])?)?,
-            recovered: required("recovered", g.recovered[r])?,
+            line: self.u64("line", g.line.req(r)?)?,
+            recovered: g.recovered.req(r)?,
         };
         self.t.comms[comm.ix()].note_op(op.kind);
         self.t.per_rank[dev.ix()].push(op);

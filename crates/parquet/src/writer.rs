@@ -7,7 +7,7 @@
 use crate::schema::{builtin_columns, leaf, physical_of, source_kind_name, Getter, Row, SCHEMA_VERSION};
 use crate::{json_string_array, Compression, ExtraValues, WriteError, WriteOptions, WriteSummary};
 use crate::{META_COMMLENS_VERSION, META_EXTRA_COLUMNS, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
-use commlens_core::{CollOp, OpTable, SourceKind};
+use commlens_core::{CollOp, DevIdx, OpTable, SourceKind};
 use parquet::basic::Type as PhysicalType;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
 use parquet::file::metadata::KeyValue;
@@ -109,7 +109,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn properties(table: &OpTable, opts: &WriteOptions) -> Result<WriterProperties, WriteError> {
+fn properties(table: &OpTable, opts: &WriteOptions, footer: &[(String, String)]) -> Result<WriterProperties, WriteError> {
     let compression = match opts.compression {
         Compression::Uncompressed => parquet::basic::Compression::UNCOMPRESSED,
         Compression::Snappy => parquet::basic::Compression::SNAPPY,
@@ -134,6 +134,7 @@ fn properties(table: &OpTable, opts: &WriteOptions) -> Result<WriterProperties, 
             source_kind_name(k).to_string(),
         ));
     }
+    kv.extend(footer.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())));
     Ok(WriterProperties::builder()
         .set_compression(compression)
         .set_created_by(format!("commlens-parquet {} (parquet-rs)", env!("CARGO_PKG_VERSION")))
@@ -244,16 +245,45 @@ fn write_extra(
     Ok(())
 }
 
-/// The write loop; options and indices were validated by the caller.
+/// Which operations of the table a file holds, and footer keys to add.
+#[derive(Default)]
+pub(crate) struct Selection<'s> {
+    /// These devices' operations, in this order; every device when `None`
+    /// (then the rows are `OpTable::ops()` in order). Extra columns must hold
+    /// one value per selected operation.
+    pub devices: Option<&'s [DevIdx]>,
+    pub footer: Vec<(String, String)>,
+}
+
+/// The write loop over the whole table; options and indices were validated by the caller.
 pub(crate) fn write<W: Write + Send>(table: &OpTable, out: W, opts: &WriteOptions) -> Result<WriteSummary, WriteError> {
+    write_selected(table, out, opts, &Selection::default())
+}
+
+/// The write loop over the selected devices' operations.
+pub(crate) fn write_selected<W: Write + Send>(
+    table: &OpTable,
+    out: W,
+    opts: &WriteOptions,
+    sel: &Selection<'_>,
+) -> Result<WriteSummary, WriteError> {
     let schema = Arc::new(file_schema(opts)?);
-    let props = Arc::new(properties(table, opts)?);
+    let props = Arc::new(properties(table, opts, &sel.footer)?);
     let mut fw = SerializedFileWriter::new(out, schema, props)?;
     let ctx = Ctx::new(table, opts.source_kind);
     let group = opts.row_group_rows.max(1);
     let mut bufs = Buffers::default();
-    let mut ops = table.ops();
-    let mut rows: Vec<Row<'_>> = Vec::with_capacity(group.min(table.n_ops()));
+    let all: Vec<DevIdx>;
+    let devices = match sel.devices {
+        Some(d) => d,
+        None => {
+            all = (0..table.per_rank.len() as u32).map(DevIdx).collect();
+            &all
+        }
+    };
+    let n_rows: usize = devices.iter().map(|d| table.per_rank[d.ix()].len()).sum();
+    let mut ops = devices.iter().flat_map(|d| table.per_rank[d.ix()].iter());
+    let mut rows: Vec<Row<'_>> = Vec::with_capacity(group.min(n_rows));
     let (mut start, mut row_groups) = (0usize, 0usize);
     loop {
         rows.clear();

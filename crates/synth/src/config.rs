@@ -13,6 +13,7 @@ use std::fmt;
 /// The pipeline schedule and MoE dispatcher are the shared Megatron model's
 /// (`commlens_workload::megatron`), re-exported here.
 pub use commlens_workload::megatron::{MoeDispatcher, Schedule};
+use crate::slowdown::Slowdown;
 
 fn one() -> usize {
     1
@@ -97,6 +98,10 @@ pub struct RunConfig {
     /// How MoE layers move tokens.
     #[serde(default)]
     pub moe_dispatcher: MoeDispatcher,
+    /// Injected slowdowns (`slowdown = comm:tp rank:3 iter:5.. factor:2`), to test anomaly
+    /// detection; none leaves the output byte-identical.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowdowns: Vec<Slowdown>,
 }
 
 impl Default for RunConfig {
@@ -133,6 +138,7 @@ impl Default for RunConfig {
             moe_layer_freq: 1,
             moe_topk: 2,
             moe_dispatcher: MoeDispatcher::AllToAll,
+            slowdowns: Vec::new(),
         }
     }
 }
@@ -232,9 +238,9 @@ impl RunConfig {
         // the variants (virtual stages, experts, sequence parallelism), as the program builder
         // checks them.
         self.program_config().validate().map_err(|e| ConfigError(e.0))?;
-        if self.world() > 4096 {
+        if self.world() > MAX_WORLD {
             return Err(ConfigError(format!(
-                "world size {} exceeds 4096",
+                "world size {} exceeds {MAX_WORLD}",
                 self.world()
             )));
         }
@@ -253,6 +259,9 @@ impl RunConfig {
             ));
         }
         cuda_driver_version(&self.cuda_version)?;
+        for s in &self.slowdowns {
+            s.check(self.world())?;
+        }
         parse_version(&self.nccl_version)
     }
 }
@@ -269,6 +278,10 @@ pub(crate) fn cuda_driver_version(cuda: &str) -> Result<u32, ConfigError> {
         ))),
     }
 }
+
+/// Largest world the generator accepts: 2^17 ranks, enough for the 100,000-rank scaling
+/// benchmark (`scripts/bench-scale`); generation time and memory grow linearly in ranks.
+pub const MAX_WORLD: usize = 131_072;
 
 /// Invalid [`RunConfig`].
 #[derive(Clone, Debug, PartialEq, Eq)]

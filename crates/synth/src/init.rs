@@ -15,37 +15,49 @@ use crate::config::{LogFormat, NcclVersion};
 use crate::layout::{Comm, Layout};
 use crate::topo;
 
-/// Ring order (comm ranks) of channel `c`.
+/// Ring order (comm ranks) of channel `c`: whether it runs backwards (reversed on odd channels
+/// when there are more than two ranks). Orders are computed, never listed, so a member's
+/// neighbours cost O(1) in communicators of 100,000 ranks.
+fn ring_reversed(comm: &Comm, c: usize) -> bool {
+    comm.nranks() > 2 && c % 2 == 1
+}
+
+/// Ring order (comm ranks) of channel `c`, listed (rank 0's `Channel` line prints it).
 pub(crate) fn ring_order(comm: &Comm, c: usize) -> Vec<usize> {
     let n = comm.nranks();
     let mut o: Vec<usize> = (0..n).collect();
-    if n > 2 && c % 2 == 1 {
+    if ring_reversed(comm, c) {
         o.reverse();
     }
     o
 }
 
-/// Tree chain order of channel `c` (root first).
-fn tree_order(comm: &Comm, c: usize) -> Vec<usize> {
-    let n = comm.nranks();
+/// Whether the tree chain of channel `c` runs backwards (every `channels / 4` channels).
+fn tree_reversed(comm: &Comm, c: usize) -> bool {
     let block = (comm.channels / 4).max(1);
-    let mut o: Vec<usize> = (0..n).collect();
-    if (c / block) % 2 == 1 {
-        o.reverse();
+    (c / block) % 2 == 1
+}
+
+/// Comm rank at position `i` of `0..n`, read backwards when `reversed`.
+fn at(n: usize, reversed: bool, i: usize) -> usize {
+    if reversed {
+        n - 1 - i
+    } else {
+        i
     }
-    o
 }
 
-fn neighbours(order: &[usize], me: usize) -> (usize, usize) {
-    let n = order.len();
-    let i = order.iter().position(|&x| x == me).unwrap_or(0);
-    (order[(i + n - 1) % n], order[(i + 1) % n])
+/// Previous and next comm rank of `me` on a ring of `n` ranks.
+fn neighbours(n: usize, reversed: bool, me: usize) -> (usize, usize) {
+    let i = at(n, reversed, me);
+    (at(n, reversed, (i + n - 1) % n), at(n, reversed, (i + 1) % n))
 }
 
-fn chain_links(order: &[usize], me: usize) -> (i64, i64) {
-    let i = order.iter().position(|&x| x == me).unwrap_or(0);
-    let parent = if i == 0 { -1 } else { order[i - 1] as i64 };
-    let child = order.get(i + 1).map_or(-1, |&x| x as i64);
+/// Parent and child of `me` on a chain of `n` ranks (-1 at the ends).
+fn chain_links(n: usize, reversed: bool, me: usize) -> (i64, i64) {
+    let i = at(n, reversed, me);
+    let parent = if i == 0 { -1 } else { at(n, reversed, i - 1) as i64 };
+    let child = if i + 1 < n { at(n, reversed, i + 1) as i64 } else { -1 };
     (parent, child)
 }
 
@@ -141,12 +153,7 @@ pub(crate) fn init_rest_lines(
         ));
     }
     // Graph search (ring pattern); the channels are the found rings, duplicated afterwards.
-    let local: Vec<usize> = comm
-        .members
-        .iter()
-        .filter(|&&m| layout.procs[m].node == p.node)
-        .copied()
-        .collect();
+    let local: Vec<usize> = comm.cranks_on(p.node).iter().map(|&cr| comm.members[cr]).collect();
     let found = (nch / 2).max(1);
     let local_bw = if local.len() > 1 {
         topo::intra_node_bw(layout_gpn(layout, p.node))
@@ -164,10 +171,13 @@ pub(crate) fn init_rest_lines(
         "Pattern 4, crossNic 0, nChannels {found}, bw {bw:.6}/{bw:.6}, type {kind}/{net}, sameChannels 1"
     ));
     for c in 0..found {
-        let order: Vec<String> = ring_order(comm, c)
+        // The node's members in ring order: the ring runs over comm ranks, forwards or back.
+        let mut on_ring = local.clone();
+        if ring_reversed(comm, c) {
+            on_ring.reverse();
+        }
+        let order: Vec<String> = on_ring
             .into_iter()
-            .map(|r| comm.members[r])
-            .filter(|g| local.contains(g))
             .map(|g| format!("GPU/0-{:x}", layout.procs[g].bus_id))
             .collect();
         let body = order.join(" ");
@@ -186,7 +196,7 @@ pub(crate) fn init_rest_lines(
         local.len()
     ));
     for c in 0..nch {
-        let (parent, child) = chain_links(&tree_order(comm, c), cr);
+        let (parent, child) = chain_links(n, tree_reversed(comm, c), cr);
         v.push(format!("Tree {c} : {parent} -> {cr} -> {child}/-1/-1"));
     }
     if cr == 0 {
@@ -196,12 +206,12 @@ pub(crate) fn init_rest_lines(
         }
     }
     for c in 0..nch {
-        let (prev, next) = neighbours(&ring_order(comm, c), cr);
+        let (prev, next) = neighbours(n, ring_reversed(comm, c), cr);
         v.push(format!("Ring {c:02} : {prev} -> {cr} -> {next}"));
     }
     let trees: Vec<String> = (0..nch)
         .map(|c| {
-            let (parent, child) = chain_links(&tree_order(comm, c), cr);
+            let (parent, child) = chain_links(n, tree_reversed(comm, c), cr);
             format!("[{c}] {child}/-1/-1->{cr}->{parent}")
         })
         .collect();
@@ -254,7 +264,7 @@ pub(crate) fn init_rest_lines(
 }
 
 fn layout_gpn(layout: &Layout, node: usize) -> usize {
-    layout.node_ranks(node).len()
+    layout.node_size(node)
 }
 
 fn transport(layout: &Layout, a: usize, b: usize) -> bool {
@@ -272,7 +282,7 @@ pub(crate) fn ring_connect_lines(
     let mut v = Vec::new();
     if comm.nranks() > 1 {
         for c in 0..comm.channels {
-            let (prev, next) = neighbours(&ring_order(comm, c), cr);
+            let (prev, next) = neighbours(comm.nranks(), ring_reversed(comm, c), cr);
             let (gp, gn) = (comm.members[prev], comm.members[next]);
             let (d, dp, dn) = (
                 layout.procs[rank].dev,

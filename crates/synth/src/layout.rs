@@ -120,6 +120,11 @@ pub(crate) struct Comm {
     pub n_nodes: usize,
     /// Collective channels.
     pub channels: usize,
+    /// Comm ranks of the members on each node, ascending, keyed by node (sorted): a member's
+    /// node-local peers without a scan of all members.
+    pub by_node: Vec<(usize, Vec<usize>)>,
+    /// `(global rank, comm rank)` sorted by global rank, for [`Comm::crank`].
+    pub by_global: Vec<(usize, usize)>,
 }
 
 impl Comm {
@@ -129,10 +134,19 @@ impl Comm {
 
     /// Comm rank of a global rank (panics if not a member).
     pub fn crank(&self, global: usize) -> usize {
-        self.members
-            .iter()
-            .position(|&m| m == global)
-            .expect("rank is a member of the comm")
+        let i = self
+            .by_global
+            .binary_search_by_key(&global, |&(g, _)| g)
+            .expect("rank is a member of the comm");
+        self.by_global[i].1
+    }
+
+    /// Comm ranks of the members on `node`, ascending (empty when none).
+    pub fn cranks_on(&self, node: usize) -> &[usize] {
+        match self.by_node.binary_search_by_key(&node, |(n, _)| *n) {
+            Ok(i) => &self.by_node[i].1,
+            Err(_) => &[],
+        }
     }
 
     /// Whether the communicator spans more than one node.
@@ -159,6 +173,8 @@ pub(crate) struct Layout {
     pub comms: Vec<Comm>,
     /// For each global rank, its communicators in creation order (indices into `comms`).
     pub proc_comms: Vec<Vec<usize>>,
+    /// Ranks per node (`RunConfig::gpus_per_node`).
+    pub gpus_per_node: usize,
 }
 
 impl Layout {
@@ -226,10 +242,15 @@ impl Layout {
                     .push(heap[m] + 0x8000 + slot * 0x10_3a40 - 0x9_1c00 + (rng.below(0x100) << 4));
                 proc_comms[m].push(comms.len());
             }
-            let mut nodes: Vec<usize> = members.iter().map(|&m| procs[m].node).collect();
-            nodes.sort_unstable();
-            nodes.dedup();
-            let n_nodes = nodes.len();
+            let mut by_node: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+            for (cr, &m) in members.iter().enumerate() {
+                by_node.entry(procs[m].node).or_default().push(cr);
+            }
+            let by_node: Vec<(usize, Vec<usize>)> = by_node.into_iter().collect();
+            let n_nodes = by_node.len();
+            let mut by_global: Vec<(usize, usize)> =
+                members.iter().enumerate().map(|(cr, &m)| (m, cr)).collect();
+            by_global.sort_unstable();
             let channels = if n_nodes > 1 {
                 cfg.nccl_channels.min(4)
             } else {
@@ -244,12 +265,15 @@ impl Layout {
                 streams,
                 n_nodes,
                 channels,
+                by_node,
+                by_global,
             });
         }
         Layout {
             procs,
             comms,
             proc_comms,
+            gpus_per_node: gpn,
         }
     }
 
@@ -261,13 +285,10 @@ impl Layout {
             .find(|&c| self.comms[c].kind == kind)
     }
 
-    /// Global ranks living on `node`.
-    pub fn node_ranks(&self, node: usize) -> Vec<usize> {
-        self.procs
-            .iter()
-            .filter(|p| p.node == node)
-            .map(|p| p.rank)
-            .collect()
+    /// Number of ranks living on `node` (the last node may be partly used).
+    pub fn node_size(&self, node: usize) -> usize {
+        let gpn = self.gpus_per_node;
+        self.procs.len().saturating_sub(node * gpn).min(gpn)
     }
 }
 

@@ -32,6 +32,7 @@ mod rng;
 mod sim;
 mod sim_text;
 mod sim_wait;
+mod slowdown;
 mod topo;
 mod traces;
 mod traffic;
@@ -41,13 +42,14 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use config::{parse_version, ConfigError, LogFormat, MoeDispatcher, NcclVersion, RunConfig, Schedule};
+pub use config::{parse_version, ConfigError, LogFormat, MoeDispatcher, NcclVersion, RunConfig, Schedule, MAX_WORLD};
+pub use slowdown::Slowdown;
 pub use rng::SplitMix64;
 pub use traces::{
     drop_log_ops, generate_traces, DroppedLogOp, GeneratedTraces, KernelTruth, LogOpRef, TraceConfig,
     TraceKernel, TraceTruth,
 };
-pub use truth::{BrokenLine, CombinedTruth, CommTruth, OpTruth, RankTruth, Truth};
+pub use truth::{BrokenLine, CombinedTruth, CommTruth, InjectedOp, OpTruth, RankTruth, Truth};
 
 use std::path::{Path, PathBuf};
 
@@ -106,8 +108,9 @@ pub(crate) fn generate_full(
     let driver = config::cuda_driver_version(&cfg.cuda_version)?;
     let mut rng = SplitMix64::new(cfg.seed);
     let layout = layout::Layout::build(cfg, &mut rng.fork(1));
+    slowdown::resolve(&cfg.slowdowns, &layout)?;
     let programs = traffic::build(cfg, &layout);
-    let out = sim::run(cfg, ver, driver, &layout, programs, &mut rng.fork(2));
+    let out = sim::run(cfg, ver, driver, &layout, programs, &mut rng.fork(2), None);
 
     let mut files = Vec::with_capacity(cfg.world() + 1);
     let mut ranks = Vec::with_capacity(cfg.world());
@@ -186,8 +189,49 @@ pub(crate) fn generate_full(
         ops,
         tuning_lines: out.tuning.clone(),
         combined,
+        injected: slowdown::injected(&layout, &out.events),
     };
     Ok((GeneratedRun { files, truth }, layout, out))
+}
+
+/// What [`stream_into`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamedRun {
+    /// Files written (one per process).
+    pub files: usize,
+    /// Lines written.
+    pub lines: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Generates a run straight into `dir` (created if missing): each process's lines go to its
+/// file as the simulation produces them, so memory stays bounded by the programs and one
+/// batch of lines, not the whole output (worlds of 100,000 ranks). The files are byte for
+/// byte those of [`generate_into`]; no ground truth is kept and `combined.log` (which
+/// needs every line at once) is refused.
+pub fn stream_into(cfg: &RunConfig, dir: &Path) -> std::io::Result<StreamedRun> {
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let ver = cfg.validate().map_err(|e| invalid(e.to_string()))?;
+    if cfg.interleave {
+        return Err(invalid("stream_into writes no combined.log: set interleave = false".into()));
+    }
+    let driver = config::cuda_driver_version(&cfg.cuda_version).map_err(|e| invalid(e.to_string()))?;
+    std::fs::create_dir_all(dir)?;
+    let mut rng = SplitMix64::new(cfg.seed);
+    let layout = layout::Layout::build(cfg, &mut rng.fork(1));
+    let programs = traffic::build(cfg, &layout);
+    let mut out = writer::FileStreamer::new(dir, &layout, cfg.timestamps);
+    let mut flush = |r: usize, lines: &mut Vec<sim::Line>| out.flush(r, lines);
+    sim::run(cfg, ver, driver, &layout, programs, &mut rng.fork(2), Some(&mut flush));
+    if let Some(e) = out.error {
+        return Err(e);
+    }
+    Ok(StreamedRun {
+        files: out.started.iter().filter(|&&s| s).count(),
+        lines: out.lines,
+        bytes: out.bytes,
+    })
 }
 
 /// Writes the files of a run into `dir` (created if missing); returns their paths.

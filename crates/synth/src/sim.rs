@@ -74,6 +74,8 @@ pub(crate) struct OpRec {
     pub sync: bool,
     /// Simulated GPU transfer time, microseconds.
     pub dur_us: f64,
+    /// Factor of the injected slowdowns already in `dur_us` (1 when none; `crate::slowdown`).
+    pub slowed: f64,
 }
 
 /// A recorded step; times are the rank's simulated clock in microseconds.
@@ -87,6 +89,27 @@ pub(crate) enum SimEvent {
 }
 
 type PairKey = (usize, usize, usize);
+
+/// How many members issued a blocking step, and the latest time one did: what completion
+/// needs, in O(1) per member (a list of times would be scanned by every member).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Issued {
+    pub count: usize,
+    pub latest: f64,
+}
+
+impl Default for Issued {
+    fn default() -> Self {
+        Issued { count: 0, latest: f64::MIN }
+    }
+}
+
+impl Issued {
+    fn push(&mut self, t: f64) {
+        self.count += 1;
+        self.latest = self.latest.max(t);
+    }
+}
 
 pub(crate) enum Pending {
     Init(usize),
@@ -107,7 +130,25 @@ pub(crate) struct RankState {
     pending: Option<Pending>,
     pub(crate) rng: SplitMix64,
     events: Vec<SimEvent>,
+    /// Whether [`SimEvent`]s are kept (only the trace generator reads them).
+    record: bool,
+    /// Optimizer steps passed (the iteration of the next operation) and, per communicator,
+    /// the operations issued in this iteration: where injected slowdowns apply.
+    iter: usize,
+    iter_ops: HashMap<usize, u64>,
 }
+
+impl RankState {
+    fn note(&mut self, e: SimEvent) {
+        if self.record {
+            self.events.push(e);
+        }
+    }
+}
+
+/// Takes a rank's finished lines, writes them somewhere and empties the list: how
+/// [`run`] streams logs out instead of holding every rank's lines (large worlds).
+pub(crate) type Flush<'f> = &'f mut dyn FnMut(usize, &mut Vec<Line>);
 
 pub(crate) struct Sim<'a> {
     pub(crate) cfg: &'a RunConfig,
@@ -116,8 +157,10 @@ pub(crate) struct Sim<'a> {
     driver: u32,
     programs: Vec<Vec<Step>>,
     pub(crate) st: Vec<RankState>,
-    pub(crate) init_issue: HashMap<usize, Vec<f64>>,
-    pub(crate) sync_issue: HashMap<(usize, u64), Vec<f64>>,
+    /// Per communicator: members that issued their init, and the latest issue time.
+    pub(crate) init_issue: HashMap<usize, Issued>,
+    /// Per (communicator, n-th blocking collective): the same.
+    pub(crate) sync_issue: HashMap<(usize, u64), Issued>,
     pub(crate) sends: HashMap<PairKey, Vec<f64>>,
     pub(crate) recvs: HashMap<PairKey, Vec<f64>>,
     ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
@@ -132,7 +175,9 @@ pub(crate) fn run(
     layout: &Layout,
     programs: Vec<Vec<Step>>,
     rng: &mut SplitMix64,
+    mut flush: Option<Flush<'_>>,
 ) -> SimOutput {
+    let record = flush.is_none();
     let world = layout.procs.len();
     let base = cfg.start_epoch_s as f64 * 1e6;
     let st = (0..world)
@@ -153,6 +198,9 @@ pub(crate) fn run(
                 pending: None,
                 rng,
                 events: Vec::new(),
+                record,
+                iter: 0,
+                iter_ops: HashMap::new(),
             }
         })
         .collect();
@@ -176,6 +224,11 @@ pub(crate) fn run(
         for r in 0..world {
             while sim.step(r) {
                 progress = true;
+            }
+            if let Some(f) = flush.as_mut() {
+                if !sim.st[r].lines.is_empty() {
+                    f(r, &mut sim.st[r].lines);
+                }
             }
             if sim.st[r].pc < sim.programs[r].len() {
                 done = false;
@@ -252,7 +305,7 @@ impl Sim<'_> {
         if let Some(p) = self.st[r].pending.take() {
             if self.try_complete(r, &p) {
                 let t_us = self.st[r].clock;
-                self.st[r].events.push(SimEvent::Done { t_us });
+                self.st[r].note(SimEvent::Done { t_us });
                 self.st[r].pc += 1;
                 return true;
             }
@@ -270,15 +323,17 @@ impl Sim<'_> {
             Step::Compute(us) => {
                 let s = &mut self.st[r];
                 let (t_us, dur_us) = (s.clock, s.rng.jitter(us, 0.05));
-                s.events.push(SimEvent::Compute { t_us, dur_us });
+                s.note(SimEvent::Compute { t_us, dur_us });
                 s.clock += dur_us;
                 s.pc += 1;
             }
             Step::IterEnd(us) => {
                 let s = &mut self.st[r];
                 let (t_us, dur_us) = (s.clock, s.rng.jitter(us, 0.1));
-                s.events.push(SimEvent::IterEnd { t_us, dur_us });
+                s.note(SimEvent::IterEnd { t_us, dur_us });
                 s.clock += dur_us;
+                s.iter += 1;
+                s.iter_ops.clear();
                 s.pc += 1;
             }
             Step::Destroy(c) => {
@@ -310,6 +365,19 @@ impl Sim<'_> {
         let t = self.st[r].clock;
         self.init_issue.entry(c).or_default().push(t);
         self.st[r].pending = Some(Pending::Init(c));
+    }
+
+    /// Factor of the injected slowdowns on rank `r`'s next operation on communicator `c`
+    /// (counted in its iteration); 1 without slowdowns.
+    fn slowdown(&mut self, r: usize, c: usize, p2p: bool) -> f64 {
+        if self.cfg.slowdowns.is_empty() {
+            return 1.0;
+        }
+        // Collectives are counted (every member issues the same ones); p2p groups are not.
+        let s = &mut self.st[r];
+        let k = s.iter_ops.entry(c).or_insert(0);
+        *k += u64::from(!p2p);
+        crate::slowdown::factor(&self.cfg.slowdowns, self.layout, c, s.iter, k.saturating_sub(1), p2p)
     }
 
     fn issue_coll(&mut self, r: usize, call: &CollCall) {
@@ -359,7 +427,8 @@ impl Sim<'_> {
         let tuning = tuning_text(name, bytes, comm.nranks(), comm.channels);
         self.emit(r, main, LineKind::Tuning, tuning);
         self.tuning[r] += 1;
-        let dur = self.coll_time(c, bytes, call.kind);
+        let slowed = self.slowdown(r, c, false);
+        let dur = self.coll_time(c, bytes, call.kind) * slowed;
         let rec = OpRec {
             line,
             comm: c,
@@ -372,8 +441,9 @@ impl Sim<'_> {
             p2p: false,
             sync: call.sync,
             dur_us: dur,
+            slowed,
         };
-        self.st[r].events.push(SimEvent::Op { t_us: t_op, rec });
+        self.st[r].note(SimEvent::Op { t_us: t_op, rec });
         if call.sync {
             let seq = *self.st[r].sync_seq.entry(c).or_insert(0);
             self.st[r].sync_seq.insert(c, seq + 1);
@@ -405,6 +475,7 @@ impl Sim<'_> {
         let cr = comm.crank(r);
         let oc = *self.st[r].opcount.entry(c).or_insert(0);
         self.st[r].opcount.insert(c, oc + 1);
+        let slowed = self.slowdown(r, c, true);
         let main = self.layout.procs[r].pid;
         if self.cfg.call_lines {
             self.emit(r, main, LineKind::Call, "ncclGroupStart()".to_string());
@@ -462,7 +533,8 @@ impl Sim<'_> {
             } else {
                 topo::NET_BW * 1e3
             };
-            waits.push((key, k, op.send, 8.0 + bytes as f64 / bw));
+            let dur = (8.0 + bytes as f64 / bw) * slowed;
+            waits.push((key, k, op.send, dur));
             let rec = OpRec {
                 line,
                 comm: c,
@@ -474,9 +546,10 @@ impl Sim<'_> {
                 bytes,
                 p2p: true,
                 sync: true,
-                dur_us: 8.0 + bytes as f64 / bw,
+                dur_us: dur,
+                slowed,
             };
-            self.st[r].events.push(SimEvent::Op { t_us: t_op, rec });
+            self.st[r].note(SimEvent::Op { t_us: t_op, rec });
             // A Send/Recv to itself (all-to-all) is a local copy: no connection lines.
             if op.peer != cr && self.st[r].p2p_connected.insert((c, op.peer, op.send)) {
                 new_conns.push((op.peer, op.send));

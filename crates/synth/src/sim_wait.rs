@@ -15,11 +15,11 @@ impl Sim<'_> {
             Pending::Init(c) => {
                 let layout = self.layout;
                 let comm = &layout.comms[*c];
-                let issued = self.init_issue.get(c).map_or(0, |v| v.len());
-                if issued < comm.nranks() {
+                let issued = self.init_issue.get(c).copied().unwrap_or_default();
+                if issued.count < comm.nranks() {
                     return false;
                 }
-                let t_all = self.init_issue[c].iter().cloned().fold(f64::MIN, f64::max);
+                let t_all = issued.latest;
                 let h = mix64(comm.comm_id);
                 let bootstrap_us = 800.0 + (h % 4000) as f64;
                 let first = self.layout.proc_comms[r].first() == Some(c);
@@ -63,10 +63,10 @@ impl Sim<'_> {
                 let Some(v) = self.sync_issue.get(&(*comm, *seq)) else {
                     return false;
                 };
-                if v.len() < n {
+                if v.count < n {
                     return false;
                 }
-                let t_all = v.iter().cloned().fold(f64::MIN, f64::max);
+                let t_all = v.latest;
                 let s = &mut self.st[r];
                 s.clock = s.clock.max(t_all + dur) + s.rng.range(5, 40) as f64;
                 true

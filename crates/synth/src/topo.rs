@@ -86,11 +86,12 @@ pub(crate) fn topology_dump(
     node: usize,
 ) -> Vec<String> {
     let mut gpus: Vec<(u64, usize, usize)> = comm
-        .members
+        .cranks_on(node)
         .iter()
-        .enumerate()
-        .filter(|(_, &g)| layout.procs[g].node == node)
-        .map(|(cr, &g)| (layout.procs[g].bus_id, cr, layout.procs[g].local_rank))
+        .map(|&cr| {
+            let g = comm.members[cr];
+            (layout.procs[g].bus_id, cr, layout.procs[g].local_rank)
+        })
         .collect();
     gpus.sort_unstable();
     let pair = mesh_pair_bw(cfg.gpus_per_node);

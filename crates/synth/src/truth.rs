@@ -32,6 +32,24 @@ pub struct Truth {
     pub tuning_lines: Vec<usize>,
     /// The interleaved file, when generated.
     pub combined: Option<CombinedTruth>,
+    /// Collective instances slowed by `RunConfig::slowdowns` (absent from the JSON when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<InjectedOp>,
+}
+
+/// One collective instance an injected slowdown made slow (on every member).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InjectedOp {
+    /// Communicator name (`TP0`, `DP1`, ...; [`CommTruth::name`]).
+    pub comm: String,
+    /// Its members' global ranks, in communicator-rank order.
+    pub members: Vec<usize>,
+    /// `opCount` of the instance on that communicator.
+    pub opcount: u64,
+    /// `AllReduce`, `AllGather`, ...
+    pub kind: String,
+    /// Program iteration (optimizer steps before it).
+    pub iteration: usize,
 }
 
 fn one() -> usize {

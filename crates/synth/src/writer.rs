@@ -58,6 +58,67 @@ pub(crate) fn render_file(
     out
 }
 
+/// Appends each rank's lines to its file as the simulation hands them over ([`crate::sim::Flush`]):
+/// the first batch of a rank creates (truncates) its file, later ones append, so only one
+/// batch of lines is in memory at a time. The first I/O error is kept and stops further writes.
+pub(crate) struct FileStreamer<'a> {
+    pub dir: &'a std::path::Path,
+    pub layout: &'a Layout,
+    pub timestamps: bool,
+    /// Whether rank `r`'s file was created yet.
+    pub started: Vec<bool>,
+    pub bytes: u64,
+    pub lines: u64,
+    pub error: Option<std::io::Error>,
+    buf: String,
+}
+
+impl<'a> FileStreamer<'a> {
+    pub fn new(dir: &'a std::path::Path, layout: &'a Layout, timestamps: bool) -> Self {
+        FileStreamer {
+            dir,
+            layout,
+            timestamps,
+            started: vec![false; layout.procs.len()],
+            bytes: 0,
+            lines: 0,
+            error: None,
+            buf: String::new(),
+        }
+    }
+
+    /// Writes `lines` of rank `r` and empties the list.
+    pub fn flush(&mut self, r: usize, lines: &mut Vec<Line>) {
+        use std::io::Write;
+        if self.error.is_none() {
+            let p = &self.layout.procs[r];
+            self.buf.clear();
+            for l in lines.iter() {
+                self.buf.push_str(&render(l, &p.host, p.pid, p.dev, self.timestamps));
+                self.buf.push('\n');
+            }
+            let path = self.dir.join(file_name(&p.host, p.pid));
+            let first = !self.started[r];
+            let res = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(first)
+                .append(!first)
+                .open(&path)
+                .and_then(|mut f| f.write_all(self.buf.as_bytes()));
+            match res {
+                Ok(()) => {
+                    self.started[r] = true;
+                    self.bytes += self.buf.len() as u64;
+                    self.lines += lines.len() as u64;
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
+        lines.clear();
+    }
+}
+
 /// `combined.log`: all processes merged by time (ties by rank), with `broken` op lines cut.
 pub(crate) fn render_combined(
     lines: &[Vec<Line>],

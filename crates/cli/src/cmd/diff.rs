@@ -1,6 +1,8 @@
 //! `commlens diff A B`: compares two runs (any input kind each), or two
 //! nccl-tests outputs per collective and message size, and exits 1 when a
-//! figure regressed beyond `--threshold` percent, so CI can gate on it.
+//! figure regressed beyond `--threshold` percent, so CI can gate on it. Anomaly counts
+//! (`commlens_analyze::anomaly`) are figures too, and the anomalies only the second run
+//! has are listed under the table.
 
 use crate::Format;
 use commlens_analyze::diff::{diff, DiffOptions, DiffReport, RunProfile, Verdict};
@@ -13,8 +15,8 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     if !(threshold_pct.is_finite() && threshold_pct >= 0.0) {
         return Err(format!("--threshold must be a non-negative percentage, got {threshold_pct}").into());
     }
-    let (pa, bench_a) = profile_any(a)?;
-    let (pb, bench_b) = profile_any(b)?;
+    let (pa, bench_a, anom_a) = load_profile(a)?;
+    let (pb, bench_b, anom_b) = load_profile(b)?;
     if bench_a != bench_b {
         let (bench, run) = if bench_a { (a, b) } else { (b, a) };
         return Err(format!(
@@ -31,7 +33,12 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
         Format::Csv => print!("{}", table(&d, true).to_csv()),
-        Format::Table => print!("{}", table(&d, all).to_text()),
+        Format::Table => {
+            print!("{}", table(&d, all).to_text());
+            if let (Some(x), Some(y)) = (&anom_a, &anom_b) {
+                print!("{}", new_anomalies(x, y, &d.b).to_text());
+            }
+        }
     }
     let n = d.regressions().count();
     if n > 0 {
@@ -42,19 +49,79 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     Ok(n > 0)
 }
 
-/// Loads one input and computes its comparable figures: a run's (see
-/// [`profile`]), or, for nccl-tests outputs (flag set), per collective and
-/// message size the bus bandwidth and time of the best direction, and each
-/// run's average bus bandwidth.
-pub fn profile_any(p: &Path) -> Result<(RunProfile, bool), Box<dyn std::error::Error>> {
+/// Loads one input and computes its comparable figures: a run's (see [`profile_of`], plus
+/// its anomaly counts) with its anomalies keyed for comparison, or, for nccl-tests outputs
+/// (flag set), per collective and message size the bus bandwidth and time of the best
+/// direction, and each run's average bus bandwidth.
+fn load_profile(p: &Path) -> Result<(RunProfile, bool, Option<Vec<Keyed>>), Box<dyn std::error::Error>> {
     let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
     if loaded.table.n_ops() > 0 || loaded.benchmarks.is_empty() {
-        return Ok((profile_of(p, &loaded)?, false));
+        let mut prof = profile_of(p, &loaded)?;
+        let rep = crate::report_data::anomaly_report(&loaded.table, &loaded.traces);
+        add_anomaly_figures(&mut prof, &rep);
+        return Ok((prof, false, Some(keyed(&loaded.table, &rep))));
     }
-    Ok((benchmark_profile(&p.display().to_string(), &loaded.benchmarks), true))
+    Ok((benchmark_profile(&p.display().to_string(), &loaded.benchmarks), true, None))
 }
 
-/// The figures of nccl-tests outputs (see [`profile_any`]). Runs of one
+/// Anomaly counts as figures: a change is reported, not judged (a slowdown also shows
+/// in the bandwidth and time figures).
+fn add_anomaly_figures(p: &mut RunProfile, rep: &commlens_analyze::anomaly::AnomalyReport) {
+    use commlens_analyze::anomaly::Rule;
+    use commlens_analyze::diff::Better;
+    for rule in [Rule::SlowInstance, Rule::StepChange] {
+        p.put(format!("anomalies: {}s", rule.label()), rep.count(rule) as f64, "", Better::Neither, rep.judged);
+    }
+    p.put("anomalies: late arrivals (see stragglers)".into(), rep.late_arrivals as f64, "", Better::Neither, rep.judged);
+}
+
+/// An anomaly with what identifies it across two runs of one job: rule, the
+/// communicator's class (never its name or pointer), kind, size bucket, instance or iteration.
+struct Keyed {
+    key: (commlens_analyze::anomaly::Rule, String, &'static str, Option<u64>, Option<u64>),
+    a: commlens_analyze::anomaly::Anomaly,
+}
+
+fn keyed(t: &commlens_core::OpTable, rep: &commlens_analyze::anomaly::AnomalyReport) -> Vec<Keyed> {
+    let class = commlens_analyze::classify::infer(t);
+    rep.anomalies
+        .iter()
+        .map(|a| {
+            let cls = class.comms.iter().find(|c| c.comm == a.comm).map_or("?".to_string(), |c| format!("{} ({} ranks)", c.class.label(), c.evidence.nranks));
+            let when = a.instance.or(a.iteration.map(u64::from));
+            Keyed { key: (a.rule, cls, a.kind.name(), a.bucket_lo_bytes, when), a: a.clone() }
+        })
+        .collect()
+}
+
+/// The anomalies of B that A does not have.
+fn new_anomalies(a: &[Keyed], b: &[Keyed], label: &str) -> Table {
+    const SHOWN: usize = 20;
+    let mut t = Table::new(&format!("New anomalies in {label}"), &["time", "rule", "communicator", "kind", "size>", "ranks", "iter>", "observed>", "expected>"]);
+    let fresh: Vec<&Keyed> = b.iter().filter(|x| !a.iter().any(|y| y.key == x.key)).collect();
+    for k in fresh.iter().take(SHOWN) {
+        let x = &k.a;
+        t.row(vec![
+            crate::report_data::anomaly_time(x.time_ns),
+            x.rule.label().to_string(),
+            format!("{} ({})", x.comm_name, k.key.1),
+            x.kind.name().to_string(),
+            x.bytes.map_or_else(|| "-".into(), commlens_export::human_bytes),
+            crate::report_data::rank_runs(&x.ranks),
+            x.iteration.map_or_else(|| "-".into(), |i| i.to_string()),
+            commlens_export::report::scale::fmt_ns(x.observed_ns),
+            commlens_export::report::scale::fmt_ns(x.expected_ns),
+        ]);
+    }
+    if fresh.is_empty() {
+        t.note("none");
+    } else if fresh.len() > SHOWN {
+        t.note(format!("… and {} more", fresh.len() - SHOWN));
+    }
+    t
+}
+
+/// The figures of nccl-tests outputs (see [`load_profile`]). Runs of one
 /// collective with different rank counts are told apart by their ranks.
 pub fn benchmark_profile(label: &str, files: &[commlens_ingest::nccl_tests::BenchFile]) -> RunProfile {
     use commlens_analyze::diff::Better;

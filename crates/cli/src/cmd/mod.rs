@@ -13,5 +13,6 @@ pub mod simulate;
 pub mod stats;
 pub mod topo;
 pub mod trace;
+pub mod watch;
 
 pub type CmdResult = Result<(), Box<dyn std::error::Error>>;

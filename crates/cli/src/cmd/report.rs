@@ -3,7 +3,8 @@
 //! allow; sections the inputs cannot feed say which input would. The
 //! collective model's expectations (`crate::expected`) judge every operation
 //! on its own communicator, and NCCL's logged tuning choices are compared
-//! with the model's (one summary line on stdout).
+//! with the model's (one summary line on stdout). Anomalies (`commlens_analyze::anomaly`)
+//! get a section and, on stdout, a table of the first ones.
 
 use super::CmdResult;
 use crate::report_data as rd;
@@ -24,7 +25,7 @@ pub struct ReportArgs<'a> {
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let (mut baselines, baseline_files) = if a.baselines.is_empty() { (Vec::new(), Vec::new()) } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
-    let loaded = crate::load::load(a.inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
+    let loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -66,11 +67,25 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
         t.per_rank.iter().filter(|o| !o.is_empty()).count()
     );
     println!("{}", tuning_line(&report));
+    if let Some(a) = &report.anomalies {
+        // The first rows on the terminal, the HTML section holds more.
+        let shown = a.rows.len().min(ANOMALY_TEXT_ROWS);
+        let text = commlens_export::report::AnomalySection {
+            rows: a.rows[..shown].to_vec(),
+            more: a.more + (a.rows.len() - shown) as u64,
+            ..a.clone()
+        };
+        print!("{}", crate::render::anomaly_table(&text).to_text());
+    }
     if let Some(f) = report.summary.iter().find(|f| f.label == VS_MODEL) {
         println!("expected: measured bus bandwidth is {} of the model's ({})", f.value, f.detail.as_deref().unwrap_or(""));
     }
     Ok(())
 }
+
+/// Anomalies listed in the HTML section, and on the terminal.
+const ANOMALY_ROWS: usize = 50;
+const ANOMALY_TEXT_ROWS: usize = 10;
 
 /// Label of the summary tile with the median efficiency against the model.
 const VS_MODEL: &str = "busbw vs model";
@@ -116,6 +131,7 @@ pub fn build(
     let ranges = crate::enrich::iteration_ranges(traces);
     r.iterations = rd::iterations(t, &ranges);
     r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
+    r.anomalies = rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS);
     r.overlap = rd::overlap_section(&rd::overlap_rows(traces));
     // The collective model on the run's own cluster (inputs are labelled by
     // their paths; those that exist add their log lines to the cluster facts).
@@ -124,7 +140,7 @@ pub fn build(
     let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster(&paths, t), &bw);
     r.expected = crate::expected::expected_section(t, &exp);
     r.tuning = crate::expected::tuning_section(t, &exp);
-    let mut eff: Vec<f64> = exp.ops.iter().flatten().flatten().filter_map(|x| x.efficiency).collect();
+    let mut eff: Vec<f64> = exp.all().filter_map(|x| x.efficiency).collect();
     if let Some(s) = commlens_analyze::bandwidth::Spread::of(&mut eff) {
         r.summary.push(commlens_export::report::Figure {
             detail: Some(format!("median over {} timed operations", eff.len())),

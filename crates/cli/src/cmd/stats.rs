@@ -51,7 +51,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
         // Kernel traces and tables are small next to logs: read whole, then
         // aggregate (load_any sorts the folders' files again and says what it skipped).
         let both = crate::load::Split { parquet: split.parquet.clone(), rest: split.rest.clone() };
-        let loaded = crate::load::load_split(&both, &ReadOptions::default())?;
+        let loaded = crate::load::load_split_columns(&both, &ReadOptions::default(), &crate::load::columns(crate::load::STATS_COLUMNS))?;
         // JSON stays one document: the benchmark results join the stats object.
         let bench_json = print_benchmarks(read_benchmarks(&bench)?, format, false, sizes)?;
         eprint!("{}", render::trace_summary(&loaded.traces, verbose));
@@ -83,7 +83,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
             "plugin": loaded.plugin_reports,
             "nvidia_plugins": loaded.nvidia_reports.len(),
         });
-        return print_stats(&loaded.table, &loaded.notes, &agg, format, inputs, bench_json);
+        return print_stats(&loaded.table, &loaded.notes, &agg, format, Inputs::Value(inputs), bench_json);
     }
     for (p, k) in &skipped {
         let why = match k {
@@ -141,7 +141,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
         );
     }
     let bench_json = print_benchmarks(read?, format, false, sizes)?;
-    print_stats(t, &loaded.notes, &agg, format, serde_json::to_value(&loaded.reports)?, bench_json)
+    print_stats(t, &loaded.notes, &agg, format, Inputs::Reports(&loaded.reports), bench_json)
 }
 
 /// The nccl-tests outputs among the inputs, read in parallel.
@@ -226,7 +226,7 @@ fn print_stats(
     notes: &[String],
     agg: &Aggregate,
     format: Format,
-    inputs: serde_json::Value,
+    inputs: Inputs<'_>,
     nccl_tests: serde_json::Value,
 ) -> CmdResult {
     let report = StatsReport::build(t, agg);
@@ -243,14 +243,94 @@ fn print_stats(
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let mut v = serde_json::json!({ "job": job, "inputs": inputs, "stats": report });
-            if !nccl_tests.is_null() {
-                v["nccl_tests"] = nccl_tests;
-            }
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            let nccl_tests = Some(nccl_tests).filter(|v| !v.is_null());
+            let doc = StatsJson { inputs, job: serde_json::to_value(&job)?, nccl_tests, stats: SortedStats(&report) };
+            write_json_to_stdout(&doc)?;
         }
     }
     Ok(())
+}
+
+/// The `inputs` entry of `stats --format json`: what the trace path built, or
+/// the logs' read reports (one per file, thousands for a large job).
+enum Inputs<'a> {
+    Value(serde_json::Value),
+    Reports(&'a [commlens_ingest::nccl_log::ReadReport]),
+}
+
+impl serde::Serialize for Inputs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Inputs::Value(v) => v.serialize(s),
+            Inputs::Reports(r) => EachAsValue(r).serialize(s),
+        }
+    }
+}
+
+/// The JSON document of `stats`. It used to be one `serde_json::Value` (keys
+/// sorted), pretty-printed into one `String`: for 40,000 ranks that tree and
+/// string were gigabytes. The same text is now written to stdout as it is
+/// made: fields in sorted order, and only one element of a long array at a
+/// time turned into a `Value` (which sorts its keys).
+#[derive(serde::Serialize)]
+struct StatsJson<'a> {
+    inputs: Inputs<'a>,
+    job: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nccl_tests: Option<serde_json::Value>,
+    stats: SortedStats<'a>,
+}
+
+/// A [`StatsReport`] with its fields in sorted order, rows one at a time.
+struct SortedStats<'a>(&'a StatsReport);
+
+impl serde::Serialize for SortedStats<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let r = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("comms", &EachAsValue(&r.comms))?;
+        m.serialize_entry("ops", &EachAsValue(&r.ops))?;
+        m.serialize_entry("ranks", &EachAsValue(&r.ranks))?;
+        m.serialize_entry("sizes", &EachAsValue(&r.sizes))?;
+        m.serialize_entry("total_bytes", &r.total_bytes)?;
+        m.serialize_entry("total_ops", &r.total_ops)?;
+        m.serialize_entry("total_unknown_size", &r.total_unknown_size)?;
+        if !r.warnings.is_empty() {
+            m.serialize_entry("warnings", &r.warnings)?;
+        }
+        m.end()
+    }
+}
+
+/// A slice written as a JSON array, each element through a `Value` (sorted keys).
+struct EachAsValue<'a, T>(&'a [T]);
+
+impl<T: serde::Serialize> serde::Serialize for EachAsValue<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for x in self.0 {
+            seq.serialize_element(&serde_json::to_value(x).map_err(S::Error::custom)?)?;
+        }
+        seq.end()
+    }
+}
+
+/// Pretty JSON and a newline on stdout, buffered; a closed pipe (`| head`)
+/// ends quietly, as `println!` does here.
+fn write_json_to_stdout(doc: &impl serde::Serialize) -> CmdResult {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+    let res = serde_json::to_writer_pretty(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
+        w.write_all(b"\n")?;
+        w.flush()
+    });
+    match res {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(format!("writing to standard output: {e}").into()),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// The job the inputs describe, printed first by `stats` and `topo` in every

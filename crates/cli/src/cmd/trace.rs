@@ -43,8 +43,8 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
         s.instants,
         s.untimed_ops
     );
-    let modelled = expected.ops.iter().flatten().flatten().count();
-    let vs: Vec<f64> = expected.ops.iter().flatten().flatten().filter_map(|x| x.efficiency).collect();
+    let modelled = expected.all().count();
+    let vs: Vec<f64> = expected.all().filter_map(|x| x.efficiency).collect();
     println!(
         "collective model on cluster '{}': expected time and busbw for {modelled} of {} operations, efficiency against it for {} timed ones",
         expected.cluster.name,

@@ -80,7 +80,7 @@ pub fn expected_section(t: &OpTable, e: &Expected) -> Option<ExpectedSection> {
             let (order, name) = comm_of(t, op);
             let a = groups.entry((order, op.kind, size_bucket(op.bytes))).or_default();
             a.name = name;
-            add(a, op, x, e.comms.get(op.comm.ix()).copied().flatten().is_some_and(|m| m.logged_graphs));
+            add(a, op, &x, e.comms.get(op.comm.ix()).copied().flatten().is_some_and(|m| m.logged_graphs));
             timed += u64::from(x.measured_busbw_gb_s.is_some());
         }
     }

@@ -35,7 +35,11 @@ pub struct Run {
 /// Spawns `cmd` with stdin closed and stderr captured (stdout captured unless
 /// the caller set it), and waits at most `limit_s` seconds.
 pub fn run_limited(mut cmd: Command, limit_s: u64, what: &str) -> Run {
-    let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut se = child.stderr.take().unwrap();
     let mut so = child.stdout.take();
     let out = std::thread::spawn(move || {
@@ -64,8 +68,15 @@ pub fn run_limited(mut cmd: Command, limit_s: u64, what: &str) -> Run {
     };
     let secs = t0.elapsed().as_secs_f64();
     use std::os::unix::process::ExitStatusExt;
-    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    Run { code, out: out.join().unwrap(), err: err.join().unwrap(), secs }
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Run {
+        code,
+        out: out.join().unwrap(),
+        err: err.join().unwrap(),
+        secs,
+    }
 }
 
 /// The commlens binary with `args`, stdout piped.

@@ -73,6 +73,7 @@ pub fn render_html(r: &Report) -> String {
         super::html_expected::expected,
     );
     section(s, "tuning", "Tuning disagreements", SectionKind::Tuning, r.tuning.as_ref(), &hint, super::html_expected::tuning);
+    section(s, "anomalies", "Anomalies", SectionKind::Anomalies, r.anomalies.as_ref(), &hint, super::html_anomaly::anomalies);
     section(s, "ranks", "Volume per rank", SectionKind::RankVolume, r.rank_volume.as_ref(), &hint, rank_volume);
     section(
         s,
@@ -111,16 +112,18 @@ pub fn default_hint(k: SectionKind) -> &'static str {
         SectionKind::Overlap => "Needs compute kernels next to NCCL kernels: a Kineto or Nsight Systems trace with the compute streams.",
         SectionKind::Model => "Needs the parallel layout and model shape (e.g. Megatron --tensor/--pipeline-model-parallel-size, hidden size, layers, sequence length) to compute the expected bytes.",
         SectionKind::Expected => "Needs operations on communicators of known size (NCCL logs with their init lines, plugin outputs, or traces that name their process groups); GPU spans add the measured side and the efficiency against the model.",
+        SectionKind::Anomalies => "Needs operation durations (a GPU trace, plugin output or a simulated run) with at least 8 operations per communicator, kind and size bucket.",
         SectionKind::Tuning => "Needs NCCL's per-call tuning lines: NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING (or COLL, on NCCL 2.2x and later) makes rank 0 of each communicator print `<Op>: N Bytes -> Algo … proto … channel{Lo..Hi}` for every call.",
     }
 }
 
-const NAV: [(&str, &str); 10] = [
+const NAV: [(&str, &str); 11] = [
     ("mix", "Operation mix"),
     ("sizes", "Sizes"),
     ("busbw", "Bandwidth"),
     ("expected", "Expected"),
     ("tuning", "Tuning"),
+    ("anomalies", "Anomalies"),
     ("ranks", "Per rank"),
     ("iterations", "Iterations"),
     ("stragglers", "Stragglers"),

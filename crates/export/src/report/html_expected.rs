@@ -110,11 +110,17 @@ pub(super) fn expected(h: &mut String, e: &ExpectedSection) {
 /// Expected bus bandwidth per communicator and kind as curves over size,
 /// measured medians as points; nothing when no row has an expectation.
 fn chart(h: &mut String, rows: &[ExpectedRow]) {
+    // Groups in order of first appearance, found through an index (one row
+    // per communicator and size: a 100,000-rank job has hundreds of thousands).
     let mut groups: Vec<(String, &str, Vec<&ExpectedRow>)> = Vec::new();
+    let mut group_of: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
     for r in rows.iter().filter(|r| r.expected_busbw_gb_s.is_some_and(|v| v > 0.0)) {
-        match groups.iter_mut().find(|g| g.0 == r.comm && g.1 == r.kind) {
-            Some(g) => g.2.push(r),
-            None => groups.push((r.comm.clone(), &r.kind, vec![r])),
+        match group_of.entry((r.comm.as_str(), r.kind.as_str())) {
+            std::collections::hash_map::Entry::Occupied(e) => groups[*e.get()].2.push(r),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(groups.len());
+                groups.push((r.comm.clone(), &r.kind, vec![r]));
+            }
         }
     }
     if groups.is_empty() {

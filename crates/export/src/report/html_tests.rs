@@ -14,7 +14,7 @@ fn render(r: &Report) -> String {
     s
 }
 
-const HEADINGS: [&str; 10] = [
+const HEADINGS: [&str; 11] = [
     "Operation mix",
     "Volume per rank",
     "Message sizes",
@@ -25,6 +25,7 @@ const HEADINGS: [&str; 10] = [
     "Model against observed",
     "Expected from the collective model",
     "Tuning disagreements",
+    "Anomalies",
 ];
 
 #[test]
@@ -34,8 +35,8 @@ fn sample_has_every_section_and_chart() {
         assert!(s.contains(&format!("<h2>{h}</h2>")), "{h}");
     }
     assert!(!s.contains("Not available"));
-    // Two op-mix bar charts + volume, sizes, bandwidth, expected, heatmap, stragglers, overlap.
-    assert_eq!(s.matches("<svg ").count(), 9);
+    // Two op-mix bar charts + volume, sizes, bandwidth, expected, heatmap, stragglers, overlap, anomaly history.
+    assert_eq!(s.matches("<svg ").count(), 10);
     assert!(s.contains("agree on <b>12,311 of 12,480</b>"));
     assert!(s.contains("model: tp-0 AllReduce") && s.contains("NVLS/SIMPLE, 24 channels"));
     assert!(s.contains("NVLink 4 (intra-node): 370 GB/s"));
@@ -58,8 +59,8 @@ fn sample_has_every_section_and_chart() {
 #[test]
 fn empty_report_explains_every_absent_section() {
     let s = render(&Report::default());
-    assert_eq!(s.matches("Not available for these inputs.").count(), 10);
-    for k in [SectionKind::OpMix, SectionKind::Bandwidth, SectionKind::Overlap, SectionKind::Model, SectionKind::Expected, SectionKind::Tuning] {
+    assert_eq!(s.matches("Not available for these inputs.").count(), 11);
+    for k in [SectionKind::OpMix, SectionKind::Bandwidth, SectionKind::Overlap, SectionKind::Model, SectionKind::Expected, SectionKind::Tuning, SectionKind::Anomalies] {
         assert!(s.contains(&*crate::report::scale::esc(default_hint(k))), "{k:?}");
     }
     assert!(s.contains("<title>commlens report</title>"));

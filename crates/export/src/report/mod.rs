@@ -2,11 +2,12 @@
 //!
 //! [`model`] is the contract with the analyses: plain serde data, every
 //! section optional. [`html`] draws it as one offline page (the bandwidth
-//! section in `html_bandwidth`, the collective-model sections in `html_expected`, the layout plan in `html_plan`) with charts from [`svg`] (numbers, ticks and colors in [`scale`]). [`sample`] is a
+//! section in `html_bandwidth`, the collective-model sections in `html_expected`, the layout plan in `html_plan`, anomalies in `html_anomaly`) with charts from [`svg`] (numbers, ticks and colors in [`scale`]). [`sample`] is a
 //! hand-filled example used by tests, the screenshot and demos. Nothing here
 //! computes an analysis; callers fill the model.
 
 pub mod html;
+mod html_anomaly;
 mod html_bandwidth;
 mod html_expected;
 mod html_plan;

@@ -40,6 +40,9 @@ pub struct Report {
     /// NCCL's logged algorithm/protocol choices against the model's tuner.
     #[serde(default)]
     pub tuning: Option<TuningSection>,
+    /// Operations and collective instances that departed from their own history.
+    #[serde(default)]
+    pub anomalies: Option<AnomalySection>,
     /// A layout plan (`commlens plan --html`): ranking and memory per GPU. Shown first when
     /// present; a report with a plan does not list the trace sections it lacks.
     #[serde(default)]
@@ -79,6 +82,7 @@ pub enum SectionKind {
     Model,
     Expected,
     Tuning,
+    Anomalies,
 }
 
 /// Operation mix: how many operations and bytes per kind.
@@ -338,6 +342,49 @@ pub struct TuningRow {
     /// What differs: `algorithm`, `protocol`, `channels`, joined by `, `.
     pub differs: String,
     pub count: u64,
+}
+
+/// Anomalies after the fact (`commlens_analyze::anomaly`): the listed ones, how many more,
+/// and the per-iteration medians of the histories that hold them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AnomalySection {
+    /// One sentence: what was judged and by which rule.
+    pub intro: String,
+    pub rows: Vec<AnomalyRow>,
+    /// Anomalies found beyond `rows`.
+    pub more: u64,
+    pub series: Vec<AnomalySeries>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyRow {
+    /// When, as shown (e.g. `+12.345678 s`), and in trace/epoch ns.
+    pub time: String,
+    pub time_ns: i64,
+    /// `slow instance`, `slow operation`, `step change`.
+    pub rule: String,
+    pub comm: String,
+    pub kind: String,
+    /// Logged bytes (`None` unknown or a whole size bucket).
+    pub bytes: Option<u64>,
+    pub ranks: String,
+    pub iteration: Option<u32>,
+    pub observed_ns: f64,
+    pub expected_ns: f64,
+    pub score: f64,
+}
+
+/// Median duration per iteration of one history (communicator × kind × size bucket).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnomalySeries {
+    pub label: String,
+    /// (iteration, median ns).
+    pub points: Vec<(u32, f64)>,
+    /// First iteration of a step change, drawn as a marker.
+    pub change_at: Option<u32>,
+    /// Iterations holding a listed anomaly.
+    pub marked: Vec<u32>,
 }
 
 /// The planner's ranking of parallel layouts (`commlens plan`).

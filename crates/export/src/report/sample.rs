@@ -139,6 +139,30 @@ pub fn sample_report() -> Report {
         ],
     });
     r.expected = Some(expected());
+    r.anomalies = Some(AnomalySection {
+        intro: "1,204,113 of 1,210,344 operations have a GPU span; 75,182 collective instances in 61 histories were judged.".into(),
+        rows: vec![AnomalyRow {
+            time: "2025-12-18 18:09:12.481226 UTC".into(),
+            time_ns: 1_766_081_352_481_226_000,
+            rule: "slow instance".into(),
+            comm: "tp-3".into(),
+            kind: "AllReduce".into(),
+            bytes: Some(32 << 20),
+            ranks: "12-15".into(),
+            iteration: Some(41),
+            observed_ns: 1_412_000.0,
+            expected_ns: 388_000.0,
+            score: 61.4,
+        }],
+        more: 0,
+        series: vec![AnomalySeries {
+            label: "tp-3 AllReduce ≥32 MiB".into(),
+            points: (0..60u32).map(|i| (i, if i == 41 { 1_412_000.0 } else { 388_000.0 + 4_000.0 * ((i * 7) % 5) as f64 })).collect(),
+            change_at: None,
+            marked: vec![41],
+        }],
+        notes: Vec::new(),
+    });
     r.tuning = Some(TuningSection {
         compared: 12_480,
         agree: 12_311,

@@ -11,8 +11,14 @@
 //! path lines in `topo_paths`, byte-level grammar in `topo_lex`), [`state`]
 //! (the state machine; operations, cut-line recovery and tuning queues in
 //! `state_ops`, devices and communicators in `state_comms`), [`report`]
-//! (counts of what was read and skipped).
+//! (counts of what was read and skipped), [`chunked`] (one large file on all
+//! cores; the join of chunks parsed from an empty state in `chunk_join`).
 
+mod chunk_check;
+mod chunk_join;
+mod chunk_order;
+mod chunk_threads;
+pub mod chunked;
 pub mod init;
 pub mod ops;
 mod ops_fast;
@@ -27,6 +33,7 @@ mod topo_block;
 mod topo_lex;
 mod topo_paths;
 
+pub use chunk_join::ChunkMaps;
 pub use report::ReadReport;
 pub use state::LogParser;
 
@@ -61,11 +68,23 @@ pub struct ReadOptions {
     /// the same table and report.
     #[doc(hidden)]
     pub mmap: bool,
+    /// Large plain files are read in chunks of this many bytes on all cores
+    /// ([`chunked`]); `Some(0)` reads sequentially. `None`: the
+    /// `COMMLENS_CHUNK_BYTES` environment variable, else [`chunked::DEFAULT_CHUNK`].
+    #[doc(hidden)]
+    pub chunk_bytes: Option<u64>,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { max_line: 1 << 20, sniff_lines: 200_000, progress: None, fast_paths: true, mmap: true }
+        ReadOptions {
+            max_line: 1 << 20,
+            sniff_lines: 200_000,
+            progress: None,
+            fast_paths: true,
+            mmap: true,
+            chunk_bytes: None,
+        }
     }
 }
 

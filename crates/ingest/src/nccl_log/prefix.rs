@@ -54,6 +54,31 @@ pub struct KnownHosts {
     find_n: ByteFinder,
     /// Finds the colons of `host:pid:tid ` candidates.
     find_colon: ByteFinder,
+    /// On a chunk parse (see [`super::chunk_join`]), what its answers
+    /// assumed of the hosts known before it; `None` elsewhere.
+    pub(super) spec: Option<Box<HostSpec>>,
+}
+
+/// What a chunk parse's host answers rest on. [`KnownHosts::resolve`]
+/// answers from the spellings known for a pid: those seeded (assumed known
+/// before the chunk) and those learned in it. The join accepts the chunk only
+/// if, for every spelling the chunk asked about, the state before the chunk
+/// knows exactly the seeded spellings among its suffixes (then every answer,
+/// and so every learned spelling, is the one the sequential reader gives).
+#[derive(Default)]
+pub(super) struct HostSpec {
+    /// Spellings assumed known before the chunk, by pid.
+    pub(super) seeds: Vec<(u32, Box<[u8]>)>,
+    /// Spellings answered as debris of a known one, each once, at most
+    /// [`MAX_DEBRIS`] (then `overflow`: the join cannot check them).
+    pub(super) debris: rustc_hash::FxHashSet<(u32, Box<[u8]>)>,
+    pub(super) overflow: bool,
+    /// Spellings learned after a longer spelling of the same pid ending with
+    /// them (`stone` after `stonstone`): the longer one was debris if the
+    /// state before the chunk knew this one. A spelling learned before any
+    /// such question (not late) may have been known before the chunk without
+    /// changing an answer.
+    pub(super) late: Vec<(u32, Box<[u8]>)>,
 }
 
 impl Default for KnownHosts {
@@ -64,6 +89,7 @@ impl Default for KnownHosts {
             fast: true,
             find_n: ByteFinder::new(b'N'),
             find_colon: ByteFinder::new(b':'),
+            spec: None,
         }
     }
 }
@@ -83,12 +109,100 @@ impl KnownHosts {
         }
         if let Some(k) = hosts.iter().filter(|k| k.len() < host.len() && host.ends_with(k)).map(|k| k.len()).max()
         {
+            if let Some(s) = self.spec.as_deref_mut() {
+                if s.debris.len() < MAX_DEBRIS {
+                    s.debris.insert((pid, host.into()));
+                } else if !s.debris.contains(&(pid, Box::from(host))) {
+                    s.overflow = true;
+                }
+            }
             return host.len() - k;
+        }
+        if let Some(s) = self.spec.as_deref_mut() {
+            if hosts.iter().any(|h| h.len() > host.len() && h.ends_with(host)) {
+                s.late.push((pid, host.into()));
+            }
         }
         hosts.push(host.into());
         0
     }
+
+    /// A chunk parse's hosts: `seeds` (pid, spelling) assumed known before it.
+    pub(super) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)]) -> Self {
+        let mut h = KnownHosts::with_fast_paths(fast);
+        for (pid, host) in seeds {
+            h.learn(*pid, host);
+        }
+        h.spec = Some(Box::new(HostSpec { seeds: seeds.to_vec(), ..HostSpec::default() }));
+        h
+    }
+
+    /// Whether the state before a chunk (`self`) answers every host question
+    /// of the chunk's parse (`chunk`) as the chunk did (see [`HostSpec`]).
+    /// For every spelling `h` the chunk asked about, each spelling known
+    /// before that `h` ends with must be seeded, or be learned by the chunk
+    /// before any question it could have answered differently (not
+    /// [`HostSpec::late`]); each seeded one must be known before.
+    pub(super) fn agrees_with(&self, chunk: &KnownHosts) -> bool {
+        let Some(spec) = chunk.spec.as_deref() else { return true };
+        if spec.overflow {
+            return false;
+        }
+        let none: &[Box<[u8]>] = &[];
+        let asked = chunk.by_pid.iter().flat_map(|(&pid, hs)| hs.iter().map(move |h| (pid, h)));
+        let asked = asked.chain(spec.debris.iter().map(|(pid, h)| (*pid, h)));
+        let has = |list: &[(u32, Box<[u8]>)], pid: u32, k: &[u8]| list.iter().any(|(p, s)| *p == pid && &s[..] == k);
+        for (pid, h) in asked {
+            let before = self.by_pid.get(&pid).map_or(none, |v| &v[..]);
+            let learned_early = |k: &[u8]| chunk.knows(pid, k) && !has(&spec.late, pid, k);
+            if before.iter().any(|k| h.ends_with(k) && !has(&spec.seeds, pid, k) && !learned_early(k)) {
+                if std::env::var("DBG").is_ok() { eprintln!("A pid {pid} h {} before {:?} seeds {:?} late {:?}", String::from_utf8_lossy(h), before.iter().map(|b| String::from_utf8_lossy(b).to_string()).collect::<Vec<_>>(), spec.seeds.iter().filter(|x| x.0==pid).map(|b| String::from_utf8_lossy(&b.1).to_string()).collect::<Vec<_>>(), spec.late.iter().filter(|x| x.0==pid).map(|b| String::from_utf8_lossy(&b.1).to_string()).collect::<Vec<_>>()); }
+                return false;
+            }
+            let known_before = |k: &[u8]| before.iter().any(|b| &b[..] == k);
+            if spec.seeds.iter().any(|(p, k)| *p == pid && h.ends_with(k) && !known_before(k)) {
+                if std::env::var("DBG").is_ok() { eprintln!("B pid {pid} h {}", String::from_utf8_lossy(h)); }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The host spellings known per pid (seeded or learned).
+    pub(super) fn learned(&self) -> impl Iterator<Item = (u32, &[Box<[u8]>])> {
+        self.by_pid.iter().map(|(&pid, h)| (pid, &h[..]))
+    }
+
+    /// Whether `host` is a known spelling for `pid`.
+    fn knows(&self, pid: u32, host: &[u8]) -> bool {
+        self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|k| &k[..] == host))
+    }
+
+    /// The cleanest spellings per pid: those learned with no other learned
+    /// spelling of the pid as a proper suffix (`stone`, not `stonstone`).
+    pub(super) fn clean_spellings(&self) -> Vec<(u32, Box<[u8]>)> {
+        let mut out = Vec::new();
+        for (&pid, hs) in &self.by_pid {
+            for h in hs {
+                if !hs.iter().any(|k| k.len() < h.len() && h.ends_with(k)) {
+                    out.push((pid, h.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Learns `host` for `pid` unless known (the join of a chunk's hosts).
+    pub(super) fn learn(&mut self, pid: u32, host: &[u8]) {
+        let hosts = self.by_pid.entry(pid).or_default();
+        if !hosts.iter().any(|h| &h[..] == host) {
+            hosts.push(host.into());
+        }
+    }
 }
+
+/// Most debris answers a parser remembers (see [`KnownHosts::debris`]).
+const MAX_DEBRIS: usize = 4096;
 
 /// Candidate `host:pid:tid ` occurrence: host start, pid, tid, index after the space.
 #[derive(Clone, Copy)]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-const MAX_KINDS: usize = 256;
+pub(super) const MAX_KINDS: usize = 256;
 const SAMPLES_PER_KIND: usize = 3;
 
 /// Counts of lines the reader did not turn into data, by kind, with samples.
@@ -49,6 +49,27 @@ impl KindCounts {
                 std::borrow::Cow::Owned(c) => c,
             };
             k.samples.push((line, s));
+        }
+    }
+
+    /// Adds the counts of a later part of the same file (its line numbers
+    /// shifted by `line_offset`), as if its lines had been counted here: kinds
+    /// new here keep their order, samples stay the first few in line order.
+    /// The caller makes sure the kinds of both fit under the bound.
+    pub(super) fn absorb(&mut self, later: KindCounts, line_offset: u64) {
+        for k in later.kinds {
+            let i = match self.index.get(&k.kind) {
+                Some(&i) => i,
+                None => {
+                    self.index.insert(k.kind.clone(), self.kinds.len());
+                    self.kinds.push(KindCount { kind: k.kind, count: 0, samples: Vec::new() });
+                    self.kinds.len() - 1
+                }
+            };
+            let mine = &mut self.kinds[i];
+            mine.count += k.count;
+            let room = SAMPLES_PER_KIND.saturating_sub(mine.samples.len());
+            mine.samples.extend(k.samples.into_iter().take(room).map(|(line, text)| (line + line_offset, text)));
         }
     }
 
@@ -116,6 +137,66 @@ pub struct ReadReport {
 }
 
 impl ReadReport {
+    /// Adds the counts of a later part of the same file, read on its own
+    /// (line numbers from `line_offset + 1`): the parallel reader's join.
+    /// Line, byte and overlong counts are the reader's and are not added.
+    pub(super) fn absorb(&mut self, o: ReadReport, line_offset: u64) {
+        // Every field named, so that a new one is not forgotten here.
+        let ReadReport {
+            path: _,
+            bytes: _,
+            lines: _,
+            overlong_lines: _,
+            nccl_segments: _,
+            ops: _,
+            recovered_ops: _,
+            rejoined_lines: _,
+            broken_segments: _,
+            broken_unrecovered: _,
+            lost_fragments: _,
+            tuning_lines: _,
+            tuned_ops: _,
+            tuning_unmatched: _,
+            call_lines: _,
+            init_lines: _,
+            channel_lines: _,
+            tuning_init_lines: _,
+            topology_lines: _,
+            topology_blocks: _,
+            topology_malformed: _,
+            version_lines: _,
+            warn_lines: _,
+            malformed: _,
+            unknown: _,
+            non_nccl_lines: _,
+            non_nccl_samples: _,
+        } = &o;
+        self.nccl_segments += o.nccl_segments;
+        self.ops += o.ops;
+        self.recovered_ops += o.recovered_ops;
+        self.rejoined_lines += o.rejoined_lines;
+        self.broken_segments += o.broken_segments;
+        self.broken_unrecovered += o.broken_unrecovered;
+        self.lost_fragments += o.lost_fragments;
+        self.tuning_lines += o.tuning_lines;
+        self.tuned_ops += o.tuned_ops;
+        self.tuning_unmatched += o.tuning_unmatched;
+        self.call_lines += o.call_lines;
+        self.init_lines += o.init_lines;
+        self.channel_lines += o.channel_lines;
+        self.tuning_init_lines += o.tuning_init_lines;
+        self.topology_lines += o.topology_lines;
+        self.topology_blocks += o.topology_blocks;
+        self.topology_malformed = self.topology_malformed.max(o.topology_malformed);
+        self.version_lines += o.version_lines;
+        self.warn_lines += o.warn_lines;
+        self.malformed.absorb(o.malformed, line_offset);
+        self.unknown.absorb(o.unknown, line_offset);
+        self.non_nccl_lines += o.non_nccl_lines;
+        let room = 3usize.saturating_sub(self.non_nccl_samples.len());
+        self.non_nccl_samples.extend(o.non_nccl_samples.into_iter().take(room).map(|(l, t)| (l + line_offset, t)));
+    }
+
     /// Lines that carried information commlens could not use.
     pub fn skipped(&self) -> u64 {
         self.malformed.total() + self.broken_unrecovered

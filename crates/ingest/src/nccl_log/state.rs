@@ -40,8 +40,8 @@ pub(super) struct ThreadState {
     /// An opCount line cut by another writer, waiting for the API call line
     /// NCCL prints next on this thread, which holds the lost fields.
     pub(super) broken: Option<(OpLine, SegInfo)>,
-    topo: Option<TopoParser>,
-    in_topo: bool,
+    pub(super) topo: Option<TopoParser>,
+    pub(super) in_topo: bool,
     /// Communicator whose init this thread is running (channel lines belong to it).
     pub(super) init_comm: Option<CommIdx>,
     /// Channel lines seen before the thread named its communicator.
@@ -51,13 +51,19 @@ pub(super) struct ThreadState {
     pub(super) tuning_backlog: Option<Box<TuningInfo>>,
     /// Columns of the tuning-table block this thread is printing.
     pub(super) tuning_columns: Option<Box<super::state_comms::TableColumns>>,
+    /// Whether this thread printed an init, channel or init-tuning line (the
+    /// chunk join refuses to guess how they continue an earlier chunk's init).
+    pub(super) init_touched: bool,
+    /// What a chunk parse (see [`super::chunk_join`]) needs to replay this
+    /// thread's start against the previous chunk's queue; unused otherwise.
+    pub(super) spec: super::chunk_join::ThreadSpec,
 }
 
 #[derive(Default)]
 pub(super) struct ProcState {
     /// Threads inside a topology dump, and threads holding a broken op line:
     /// when both are zero, most lines need no per-thread lookup at all.
-    threads_in_topo: u32,
+    pub(super) threads_in_topo: u32,
     pub(super) threads_with_broken: u32,
     pub(super) comms: HashMap<u64, CommIdx>,
     pub(super) devices: HashMap<u32, DevIdx>,
@@ -65,6 +71,10 @@ pub(super) struct ProcState {
     /// Segments that named this (host, pid) and were not cut: the evidence
     /// for the host name when two spellings of one pid compete.
     pub(super) clean_segments: u64,
+    /// On a chunk parse: per thread, the first segment that would settle a
+    /// cut opCount line waiting from before the chunk, with the API call's
+    /// arguments when it is a call line (see [`super::chunk_join`]).
+    pub(super) settles: Vec<(u32, Option<ops::CallArgs>)>,
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
@@ -74,8 +84,8 @@ pub struct LogParser {
     pub(super) fast: bool,
     pub table: OpTable,
     pub report: ReadReport,
-    hosts: KnownHosts,
-    proc_index: HashMap<(Box<[u8]>, u32), ProcIdx>,
+    pub(super) hosts: KnownHosts,
+    pub(super) proc_index: HashMap<(Box<[u8]>, u32), ProcIdx>,
     pub(super) procs: Vec<ProcState>,
     last_proc: Option<(usize, usize, u32, ProcIdx)>,
     /// Version printed without a prefix (`NCCL version 2.20.5+cuda12.4`).
@@ -87,9 +97,11 @@ pub struct LogParser {
     find_paren: ByteFinder,
     /// Line tails of recent opCount lines (the fast path's memo).
     pub(super) op_memo: super::ops_fast::OpMemo,
-    fragment: Vec<u8>,
+    pub(super) fragment: Vec<u8>,
     joined: Vec<u8>,
-    hosts_with_topology: Vec<String>,
+    pub(super) hosts_with_topology: Vec<String>,
+    /// Set on a chunk parse: what its start assumed (see [`super::chunk_join`]).
+    pub(super) spec: Option<Box<super::chunk_join::Speculation>>,
 }
 
 impl Default for LogParser {
@@ -122,6 +134,7 @@ impl LogParser {
             fragment: Vec::new(),
             joined: Vec::new(),
             hosts_with_topology: Vec::new(),
+            spec: None,
         }
     }
 
@@ -174,6 +187,7 @@ impl LogParser {
         let t = crate::bytes::trim_ascii(line);
         if let Some(v) = init::parse_version(t) {
             self.bare_version.get_or_insert(v);
+            self.note_version_set(None);
             self.report.version_lines += 1;
             return;
         }
@@ -231,6 +245,9 @@ impl LogParser {
                     nccl_version: None,
                 });
                 self.procs.push(ProcState::default());
+                if let Some(s) = self.spec.as_mut() {
+                    s.procs.push(Default::default());
+                }
                 self.proc_index.insert(key, p);
                 p
             }
@@ -243,7 +260,9 @@ impl LogParser {
         if is_call_syntax(msg, &self.find_paren) {
             self.report.call_lines += 1;
             let ps = &self.procs[proc.ix()];
-            let waiting = ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
+            let waiting = (ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some()))
+                // A chunk parse: a line cut before the chunk may be waiting.
+                || (self.spec.is_some() && !ps.settles.iter().any(|s| s.0 == seg.tid));
             if waiting {
                 let args = if seg.cut { None } else { ops::parse_call_args(msg) };
                 self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
@@ -312,6 +331,7 @@ impl LogParser {
             if let Some(v) = init::parse_version(msg) {
                 self.report.version_lines += 1;
                 self.table.processes[proc.ix()].nccl_version.get_or_insert(v);
+                self.note_version_set(Some(proc));
                 return;
             }
         }
@@ -337,7 +357,7 @@ impl LogParser {
         self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));
     }
 
-    fn collect_topology(&mut self, proc: ProcIdx, tid: u32) {
+    pub(super) fn collect_topology(&mut self, proc: ProcIdx, tid: u32) {
         let Some(parser) = self.procs[proc.ix()].threads.get_mut(&tid).and_then(|t| t.topo.as_mut()) else {
             return;
         };
@@ -432,7 +452,7 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// `ncclX(…)`: cheap shape check of an API call line.
 #[inline]
-fn is_call_syntax(msg: &[u8], find_paren: &ByteFinder) -> bool {
+pub(super) fn is_call_syntax(msg: &[u8], find_paren: &ByteFinder) -> bool {
     msg.starts_with(b"nccl") && msg.last() == Some(&b')') && find_paren.find(msg).is_some()
 }
 

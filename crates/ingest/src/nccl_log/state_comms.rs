@@ -17,6 +17,11 @@ use commlens_core::{Algorithm, CommIdx, Protocol};
 const MAX_GRAPHS: usize = 64;
 const MAX_CELLS: usize = 4096;
 const MAX_THREAD_ENTRIES: usize = 1024;
+/// Bounds on a communicator's connections and tree channels, and on the
+/// channel lines a thread holds back.
+const MAX_CONNECTIONS: usize = 4096;
+const MAX_TREES: usize = 1024;
+pub(super) const MAX_BACKLOG: usize = 4096;
 
 /// Columns (algorithm × protocol) of the tuning-table block a thread is printing.
 pub(super) struct TableColumns {
@@ -73,6 +78,9 @@ impl LogParser {
             None => {
                 let c = CommIdx(self.table.comms.len() as u32);
                 self.table.comms.push(CommMember::new(proc, ptr));
+                if let Some(s) = self.spec.as_mut() {
+                    s.comms.push(Default::default());
+                }
                 self.procs[proc.ix()].comms.insert(ptr, c);
                 c
             }
@@ -83,6 +91,8 @@ impl LogParser {
 
     pub(super) fn comm_line(&mut self, proc: ProcIdx, tid: u32, l: &init::CommLine) {
         let c = self.comm(proc, l.comm);
+        self.note_init(Some(c));
+        self.note_comm_line(c, l.cuda_dev.is_some(), l.nranks.is_some());
         if let Some(dev) = l.cuda_dev {
             let d = self.device(proc, Some(dev));
             let device = &mut self.table.devices[d.ix()];
@@ -98,10 +108,21 @@ impl LogParser {
         m.local_ranks = l.local_ranks.or(m.local_ranks);
         m.local_rank = l.local_rank.or(m.local_rank);
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        thread.init_touched = true;
+        if thread.spec.first_comm.is_none() {
+            // Where the thread's earlier lines went (the chunk join's question).
+            let m = &self.table.comms[c.ix()];
+            thread.spec.first_comm = Some(super::chunk_join::FirstComm {
+                comm: c,
+                fresh: m.rings.is_empty() && m.connections.is_empty() && m.trees.is_empty() && m.tuning.is_none(),
+                pre_empty: thread.init_backlog.is_empty() && thread.tuning_backlog.is_none(),
+            });
+        }
         if l.phase == Some(InitPhase::Complete) {
             self.table.comms[c.ix()].init_complete = true;
             thread.init_comm = None;
             thread.tuning_columns = None;
+            thread.spec.columns_set = true;
         } else {
             thread.init_comm = Some(c);
         }
@@ -122,7 +143,16 @@ impl LogParser {
     /// not fit them is malformed.
     pub(super) fn tuning_init_line(&mut self, proc: ProcIdx, tid: u32, line: TuningInitLine, msg: &[u8], line_no: u64) {
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        thread.init_touched = true;
+        let target = thread.init_comm;
+        self.note_init(target);
+        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
         let comms = &mut self.table.comms;
+        // Lines read with columns set before the chunk (the chunk join's question).
+        let header = matches!(line, TuningInitLine::Algorithms(_) | TuningInitLine::Columns(_));
+        let reads_columns = matches!(line, TuningInitLine::Protocols(_) | TuningInitLine::MaxThreads(_) | TuningInitLine::Row { .. });
+        thread.spec.columns_used_unset |= reads_columns && !thread.spec.columns_set;
+        thread.spec.columns_set |= header;
         match line {
             TuningInitLine::Algorithms(algos) => thread.tuning_columns = Some(Box::new(TableColumns::of_algorithms(algos))),
             TuningInitLine::Columns(cols) => thread.tuning_columns = Some(Box::new(TableColumns { algos: Vec::new(), cols })),
@@ -166,9 +196,13 @@ impl LogParser {
 
     pub(super) fn channel_line(&mut self, proc: ProcIdx, tid: u32, ch: ChannelLine) {
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
+        thread.init_touched = true;
+        let target = thread.init_comm;
+        self.note_init(target);
+        let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
         match thread.init_comm {
             Some(c) => attach_channel_line(&mut self.table.comms[c.ix()], ch),
-            None if thread.init_backlog.len() < 4096 => thread.init_backlog.push(ch),
+            None if thread.init_backlog.len() < MAX_BACKLOG => thread.init_backlog.push(ch),
             None => {}
         }
     }
@@ -189,7 +223,7 @@ fn tuning_target<'a>(thread: &'a mut ThreadState, comms: &'a mut [CommMember]) -
 
 /// Puts what a thread printed before it named the communicator ahead of what
 /// the communicator already holds (print order).
-fn prepend_tuning(slot: &mut Option<Box<TuningInfo>>, earlier: Box<TuningInfo>) {
+pub(super) fn prepend_tuning(slot: &mut Option<Box<TuningInfo>>, earlier: Box<TuningInfo>) {
     let Some(later) = slot.as_mut() else {
         *slot = Some(earlier);
         return;
@@ -207,7 +241,44 @@ fn prepend_tuning(slot: &mut Option<Box<TuningInfo>>, earlier: Box<TuningInfo>) 
     t.max_threads.truncate(MAX_THREAD_ENTRIES);
 }
 
-fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
+/// Puts the channel lines a thread printed before it named the communicator
+/// (`earlier`) ahead of what `m` holds, as if attached first.
+pub(super) fn prepend_channel_lines(m: &mut CommMember, earlier: Vec<ChannelLine>) {
+    if earlier.is_empty() {
+        return;
+    }
+    let mut base = CommMember::new(m.proc, m.ptr);
+    for ch in earlier {
+        attach_channel_line(&mut base, ch);
+    }
+    append_channels(&mut base, m);
+    m.rings = base.rings;
+    m.connections = base.connections;
+    m.trees = base.trees;
+}
+
+/// Moves the channel data of `later` after what `m` holds, as if its lines
+/// were attached after `m`'s: later ring orders win, connections follow, a
+/// tree channel keeps its first line.
+pub(super) fn append_channels(m: &mut CommMember, later: &mut CommMember) {
+    let rings = std::mem::take(&mut later.rings);
+    if m.rings.len() < rings.len() {
+        m.rings.resize(rings.len(), Vec::new());
+    }
+    // A ring order is never empty: an empty slot was never set.
+    for (c, ranks) in rings.into_iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+        m.rings[c] = ranks;
+    }
+    m.connections.extend(std::mem::take(&mut later.connections));
+    m.connections.truncate(MAX_CONNECTIONS);
+    for tc in std::mem::take(&mut later.trees) {
+        if !m.trees.iter().any(|x| x.channel == tc.channel) && m.trees.len() < MAX_TREES {
+            m.trees.push(tc);
+        }
+    }
+}
+
+pub(super) fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
     match ch {
         ChannelLine::RingOrder { channel, ranks } => {
             let c = channel as usize;
@@ -219,13 +290,13 @@ fn attach_channel_line(m: &mut CommMember, ch: ChannelLine) {
             }
         }
         ChannelLine::Connection(conn) => {
-            if m.connections.len() < 4096 {
+            if m.connections.len() < MAX_CONNECTIONS {
                 m.connections.push(conn)
             }
         }
         ChannelLine::Trees(t) => {
             for tc in t {
-                if !m.trees.iter().any(|x| x.channel == tc.channel) && m.trees.len() < 1024 {
+                if !m.trees.iter().any(|x| x.channel == tc.channel) && m.trees.len() < MAX_TREES {
                     m.trees.push(tc);
                 }
             }

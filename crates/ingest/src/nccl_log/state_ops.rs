@@ -12,11 +12,11 @@ use crate::bytes::sample;
 use commlens_core::model::ProcIdx;
 use commlens_core::{CollOp, DataType, RedOp};
 
-const MAX_PENDING: usize = 1024;
+pub(super) const MAX_PENDING: usize = 1024;
 /// A thread that queued this many operations without ever printing a tuning
 /// line (TUNING not enabled, or a version that does not print it) stops
 /// queueing, so logs without tuning lines keep no backlog at all.
-const MAX_UNTUNED: usize = 64;
+pub(super) const MAX_UNTUNED: usize = 64;
 
 /// The parts of a segment an operation keeps.
 #[derive(Clone, Copy)]
@@ -25,7 +25,7 @@ pub(super) struct SegInfo {
     dev: Option<u32>,
     ts_ns: Option<i64>,
     cut: bool,
-    line_no: u64,
+    pub(super) line_no: u64,
 }
 
 impl SegInfo {
@@ -91,13 +91,17 @@ impl LogParser {
     #[inline]
     pub(super) fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
         // Almost always nothing to do: checked here, where it inlines.
-        if self.procs[proc.ix()].threads_with_broken > 0 {
+        if self.procs[proc.ix()].threads_with_broken > 0 || self.spec.is_some() {
             self.resolve_broken_slot(proc, tid, call, sink);
         }
     }
 
     fn resolve_broken_slot(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
         let ps = &mut self.procs[proc.ix()];
+        if self.spec.is_some() && !ps.settles.iter().any(|s| s.0 == tid) {
+            // What would settle a line cut before the chunk (the join does).
+            ps.settles.push((tid, call.cloned()));
+        }
         let Some(thread) = ps.threads.get_mut(&tid) else { return };
         let Some((mut fields, info)) = thread.broken.take() else { return };
         ps.threads_with_broken -= 1;
@@ -111,7 +115,7 @@ impl LogParser {
         }
     }
 
-    fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
+    pub(super) fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
         let op = self.make_op(proc, parsed, info);
         self.report.ops += 1;
         if op.recovered {
@@ -122,14 +126,22 @@ impl LogParser {
             return sink(op);
         }
         let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
-        let cap = if thread.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
+        // A chunk parse does not know whether the thread printed tuning
+        // lines before the chunk: it keeps the larger queue (the join trims).
+        let cap = if thread.tuning_seen || self.spec.is_some() { MAX_PENDING } else { MAX_UNTUNED };
         while thread.pending.len() >= cap {
             match thread.pending.pop_front() {
-                Some(old) => sink(old),
+                Some(old) => {
+                    thread.spec.evicted |= !thread.spec.synced;
+                    sink(old)
+                }
                 None => break,
             }
         }
         thread.pending.push_back(op);
+        if !thread.spec.synced {
+            thread.spec.max_len = thread.spec.max_len.max(thread.pending.len());
+        }
     }
 
     fn make_op(&mut self, proc: ProcIdx, l: &OpLine, seg: SegInfo) -> CollOp {
@@ -140,10 +152,15 @@ impl LogParser {
             // No init line for this handle: the bracket is the thread's device.
             let d = self.device(proc, seg.dev);
             self.table.comms[c.ix()].device = Some(d);
+            self.note_bracket(c, seg.dev.unwrap_or(u32::MAX));
         }
         let member = &mut self.table.comms[c.ix()];
         if member.nranks.is_none() {
             member.nranks = l.nranks;
+        }
+        if let Some(s) = self.spec.as_mut() {
+            // What this chunk assumed of the handle and process (checked by the join).
+            s.note_op(proc, c, kind, member.nranks, l.datatype.unwrap_or(-1), l.redop);
         }
         let comm_seq = member.n_ops;
         member.note_op(kind);
@@ -179,6 +196,7 @@ impl LogParser {
         self.report.tuning_lines += 1;
         let thread = self.procs[proc.ix()].threads.entry(tid).or_default();
         thread.tuning_seen = true;
+        let first_of_chunk = self.spec.is_some() && !thread.spec.synced;
         let mut last_match = None;
         for (i, op) in thread.pending.iter_mut().enumerate() {
             if op.algo.is_none() && op.kind == t.kind && op.bytes == t.bytes {
@@ -188,6 +206,10 @@ impl LogParser {
                 self.report.tuned_ops += 1;
                 last_match = Some(i);
             }
+        }
+        if first_of_chunk {
+            // Until a line matches here, the previous chunk's queue may hold its match.
+            thread.spec.note_tuning(t, last_match.is_some());
         }
         match last_match {
             Some(i) => {

@@ -16,12 +16,15 @@ use crate::graph::MAX_CHANNELS;
 pub fn logged_graphs(t: &OpTable, comm: CommIdx) -> Option<[Option<Graph>; N_ALGOS]> {
     let me = t.comms.get(comm.ix())?;
     let mut graphs: [Option<Graph>; N_ALGOS] = Default::default();
-    let members = t
-        .comms
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| *i == comm.ix() || (me.logical.is_some() && c.logical == me.logical));
-    for (_, c) in members {
+    // The handle and its logical communicator's members, in table order (the first
+    // graph seen gives the pattern and types): O(members), not O(handles), per call.
+    let mut handles: Vec<usize> = vec![comm.ix()];
+    if let Some(l) = me.logical.and_then(|l| t.logical.get(l.ix())) {
+        handles.extend(l.members.iter().map(|m| m.ix()).filter(|&i| t.comms.get(i).is_some_and(|c| c.logical == me.logical)));
+    }
+    handles.sort_unstable();
+    handles.dedup();
+    for c in handles.into_iter().map(|i| &t.comms[i]) {
         for g in c.tuning.as_deref().map_or(&[][..], |i| &i.graphs[..]) {
             let Some(a) = g.algorithm() else { continue };
             let slot = &mut graphs[algo_index(a)];

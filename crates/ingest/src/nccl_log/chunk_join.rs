@@ -1,0 +1,377 @@
+//! The join of the parallel reader ([`super::chunked`]): a chunk of a log is
+//! parsed from an empty state while it records what that start assumed, and
+//! is then folded into the state the lines before it left, or refused.
+//!
+//! A chunk parser knows nothing of earlier lines: every process, device and
+//! communicator handle it meets is new to it, every thread queue starts empty.
+//! It records the places where that could matter ([`Speculation`],
+//! [`ThreadSpec`]): per handle the `[dev]` bracket its first operation gave it,
+//! whether its operations saw `nranks == 1`, the kinds in order (for
+//! `op_seq_hash`) and whether an init line touched it; per process the raw
+//! datatype and reduction codes it decoded without a version; per thread the
+//! tuning lines that matched nothing before the first one that did, the queue
+//! length until then and whether it evicted; the hosts it learned.
+//!
+//! [`LogParser::absorb`] checks these against the true state first (no change
+//! when refused): a handle the true state holds with another device or size
+//! class, a version the true state knows that decodes a code differently, a
+//! thread whose queue would have overflowed or evicted differently, a broken
+//! opCount line or topology block open across the boundary, an init that
+//! spans it, a cut-prefix fragment at its end, host debris. Refused chunks are
+//! re-read line by line by the true parser (the caller does that), so the
+//! result is always the sequential one; accepted chunks are folded in: indices
+//! remapped, line numbers shifted, counters added, the previous queue's tuning
+//! replayed.
+
+use super::ops::TuningLine;
+use super::state::{LogParser, ProcState};
+use commlens_core::model::{CommMember, DevIdx, Device, ProcIdx, Process};
+use commlens_core::{CollOp, CommIdx, OpKind};
+
+/// Per-thread record of a chunk parse (default, and unused, elsewhere).
+#[derive(Default)]
+pub(crate) struct ThreadSpec {
+    /// A tuning line of this chunk matched one of the thread's queued ops.
+    pub(super) synced: bool,
+    /// That line (it also tunes what the previous chunk left queued).
+    pub(super) sync_line: Option<TuningLine>,
+    /// Tuning lines before it that matched nothing here.
+    pub(super) pre_sync: Vec<TuningLine>,
+    /// Longest queue before the sync line.
+    pub(super) max_len: usize,
+    /// The queue overflowed (evicted its oldest) before the sync line.
+    pub(super) evicted: bool,
+    /// The thread's first communicator (init) line here.
+    pub(crate) first_comm: Option<FirstComm>,
+    /// A tuning-table header (or an init's end) set the thread's columns here,
+    /// and a table line read them before that (they came from before).
+    pub(crate) columns_set: bool,
+    pub(crate) columns_used_unset: bool,
+}
+
+/// A thread's first communicator line in a chunk: where the channel and
+/// init-tuning lines the thread printed before it went.
+pub(crate) struct FirstComm {
+    /// The chunk's handle it named.
+    pub(crate) comm: CommIdx,
+    /// The handle held no channel or tuning data before that line.
+    pub(crate) fresh: bool,
+    /// The thread had printed no channel or tuning line before it here.
+    pub(crate) pre_empty: bool,
+}
+
+impl ThreadSpec {
+    pub(super) fn note_tuning(&mut self, t: &TuningLine, matched: bool) {
+        if matched {
+            self.synced = true;
+            self.sync_line = Some(t.clone());
+        } else {
+            self.pre_sync.push(t.clone());
+        }
+    }
+}
+
+/// Per-handle record of a chunk parse.
+#[derive(Default)]
+pub(crate) struct CommSpec {
+    /// `[dev]` key of the first operation (the handle had no device then).
+    pub(super) bracket: Option<u32>,
+    /// Operations saw `nranks == 1` / another size.
+    pub(super) saw_single: bool,
+    pub(super) saw_multi: bool,
+    /// Kinds in order, to continue `op_seq_hash` from the true state.
+    pub(super) kinds: Vec<OpKind>,
+    /// An init, channel or init-tuning line wrote to it.
+    pub(super) init_touched: bool,
+    /// A communicator line here set its device / its size (they override
+    /// what the handle had; operation lines only fill them in).
+    device_from_init: bool,
+    nranks_from_init: bool,
+}
+
+/// Per-process record: (datatype, reduction) codes decoded.
+#[derive(Default)]
+pub(crate) struct ProcSpec {
+    pub(super) codes: Vec<(i64, Option<i64>)>,
+    /// A version line of this process was read.
+    pub(super) version_set: bool,
+}
+
+/// What a chunk parse assumed of the state before it.
+#[derive(Default)]
+pub(crate) struct Speculation {
+    pub(super) comms: Vec<CommSpec>,
+    pub(super) procs: Vec<ProcSpec>,
+    /// A version line without a prefix was read (it applies to every process).
+    pub(super) bare_version_set: bool,
+}
+
+impl Speculation {
+    #[inline]
+    pub(super) fn note_op(
+        &mut self,
+        proc: ProcIdx,
+        c: CommIdx,
+        kind: OpKind,
+        nranks: Option<u32>,
+        dtype: i64,
+        redop: Option<i64>,
+    ) {
+        let cs = &mut self.comms[c.ix()];
+        if nranks == Some(1) {
+            cs.saw_single = true;
+        } else {
+            cs.saw_multi = true;
+        }
+        cs.kinds.push(kind);
+        let codes = &mut self.procs[proc.ix()].codes;
+        if codes.last() != Some(&(dtype, redop)) && !codes.contains(&(dtype, redop)) {
+            codes.push((dtype, redop));
+        }
+    }
+}
+
+/// How a chunk's indices map into the file's table.
+#[derive(Clone, Default, Debug)]
+pub struct ChunkMaps {
+    pub proc: Vec<ProcIdx>,
+    pub dev: Vec<DevIdx>,
+    pub comm: Vec<CommIdx>,
+    /// Added to the chunk's `comm_seq` per local handle (operations the
+    /// handle had before the chunk).
+    pub(super) seq_base: Vec<u64>,
+    pub(super) line_offset: u64,
+}
+
+impl ChunkMaps {
+    /// An operation of the chunk in the file's indices and line numbers.
+    pub(super) fn op(&self, mut op: CollOp) -> CollOp {
+        op.comm_seq += self.seq_base[op.comm.ix()];
+        op.proc = self.proc[op.proc.ix()];
+        op.dev = self.dev[op.dev.ix()];
+        op.comm = self.comm[op.comm.ix()];
+        op.line += self.line_offset;
+        op
+    }
+}
+
+impl LogParser {
+    /// A parser for a chunk of a log: records what its start assumed.
+    /// `seeds`: host spellings (pid, host) assumed known before the chunk.
+    pub(crate) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)]) -> LogParser {
+        let mut p = LogParser::with_fast_paths(fast);
+        p.spec = Some(Box::default());
+        p.hosts = super::prefix::KnownHosts::speculative(fast, seeds);
+        p
+    }
+
+    /// Ends speculation (the first chunk's parser becomes the true one).
+    pub(crate) fn into_true(mut self) -> LogParser {
+        self.spec = None;
+        self.hosts.spec = None;
+        for p in &mut self.procs {
+            for t in p.threads.values_mut() {
+                t.spec = ThreadSpec::default();
+            }
+        }
+        self
+    }
+
+    /// A version line was read: of process `proc`, or without a prefix.
+    pub(super) fn note_version_set(&mut self, proc: Option<ProcIdx>) {
+        if let Some(s) = self.spec.as_mut() {
+            match proc {
+                Some(p) => s.procs[p.ix()].version_set = true,
+                None => s.bare_version_set = true,
+            }
+        }
+    }
+
+    pub(super) fn note_comm_line(&mut self, c: CommIdx, device: bool, nranks: bool) {
+        if let Some(s) = self.spec.as_mut() {
+            let cs = &mut s.comms[c.ix()];
+            cs.device_from_init |= device;
+            cs.nranks_from_init |= nranks;
+        }
+    }
+
+    /// An operation of handle `c` gave it its device, from its `[dev]` bracket.
+    pub(super) fn note_bracket(&mut self, c: CommIdx, bracket: u32) {
+        if let Some(s) = self.spec.as_mut() {
+            s.comms[c.ix()].bracket = Some(bracket);
+        }
+    }
+
+    pub(super) fn note_init(&mut self, c: Option<CommIdx>) {
+        if let (Some(s), Some(c)) = (self.spec.as_mut(), c) {
+            s.comms[c.ix()].init_touched = true;
+        }
+    }
+
+    /// The true processes of the chunk's processes (`None`: new).
+    pub(super) fn proc_keys(chunk: &LogParser) -> Vec<(Box<[u8]>, u32)> {
+        let mut keys = vec![(Box::<[u8]>::default(), 0); chunk.table.processes.len()];
+        for (k, p) in &chunk.proc_index {
+            keys[p.ix()] = k.clone();
+        }
+        keys
+    }
+
+    /// Folds a chunk parsed from an empty state into this parser, as if its
+    /// lines (numbered from `line_offset + 1`) had been fed here. Operations
+    /// the fold releases from this parser's queues go to `sink`. `Err` says
+    /// why the chunk cannot be folded exactly (nothing changed here); the
+    /// caller then feeds its lines here instead.
+    pub(crate) fn absorb(
+        &mut self,
+        mut chunk: LogParser,
+        line_offset: u64,
+        sink: &mut dyn FnMut(CollOp),
+    ) -> Result<ChunkMaps, &'static str> {
+        let keys = Self::proc_keys(&chunk);
+        if let Some(why) = self.refusal(&chunk, &keys) {
+            return Err(why);
+        }
+        let spec = chunk.spec.take().expect("checked");
+        let mut maps = ChunkMaps {
+            line_offset,
+            ..ChunkMaps::default()
+        };
+        // Processes, hosts, versions.
+        for (lp, key) in keys.into_iter().enumerate() {
+            let local = &chunk.table.processes[lp];
+            let tp = match self.proc_index.get(&key) {
+                Some(&tp) => {
+                    if let Some(v) = local.nccl_version {
+                        self.table.processes[tp.ix()].nccl_version.get_or_insert(v);
+                    }
+                    tp
+                }
+                None => {
+                    let tp = ProcIdx(self.table.processes.len() as u32);
+                    self.table.processes.push(Process {
+                        host: local.host.clone(),
+                        pid: local.pid,
+                        nccl_version: local.nccl_version,
+                    });
+                    self.procs.push(ProcState::default());
+                    self.proc_index.insert(key, tp);
+                    tp
+                }
+            };
+            self.procs[tp.ix()].clean_segments += chunk.procs[lp].clean_segments;
+            maps.proc.push(tp);
+        }
+        if let Some(v) = chunk.bare_version {
+            self.bare_version.get_or_insert(v);
+        }
+        for (pid, hosts) in chunk.hosts.learned() {
+            for h in hosts {
+                self.hosts.learn(pid, h);
+            }
+        }
+        // Lines cut before the chunk, settled by the chunk's first segment of
+        // their thread: before the chunk's operations on any handle.
+        for (lp, ps) in chunk.procs.iter_mut().enumerate() {
+            self.settle_waiting(maps.proc[lp], std::mem::take(&mut ps.settles), sink);
+        }
+        // Line numbers of the chunk's init graphs; then what true threads
+        // held back goes ahead of the chunk's handles that take it.
+        for m in &mut chunk.table.comms {
+            if let Some(t) = m.tuning.as_mut() {
+                t.graphs.iter_mut().for_each(|g| g.line += line_offset);
+            }
+        }
+        self.give_held(&mut chunk, &maps);
+        // Devices, by (process, CUDA device).
+        for d in &chunk.table.devices {
+            let tp = maps.proc[d.proc.ix()];
+            let key = d.cuda_dev.unwrap_or(u32::MAX);
+            let td = match self.procs[tp.ix()].devices.get(&key) {
+                Some(&td) => {
+                    let t = &mut self.table.devices[td.ix()];
+                    t.nvml_dev = t.nvml_dev.or(d.nvml_dev);
+                    t.bus_id = t.bus_id.or(d.bus_id);
+                    td
+                }
+                None => {
+                    let td = DevIdx(self.table.devices.len() as u32);
+                    self.table.devices.push(Device {
+                        proc: tp,
+                        ..d.clone()
+                    });
+                    self.procs[tp.ix()].devices.insert(key, td);
+                    td
+                }
+            };
+            maps.dev.push(td);
+        }
+        // Handles.
+        for (m, cs) in std::mem::take(&mut chunk.table.comms)
+            .into_iter()
+            .zip(&spec.comms)
+        {
+            let tp = maps.proc[m.proc.ix()];
+            let device = m.device.map(|d| maps.dev[d.ix()]);
+            match self.procs[tp.ix()].comms.get(&m.ptr) {
+                Some(&tc) => {
+                    let t = &mut self.table.comms[tc.ix()];
+                    maps.seq_base.push(t.n_ops);
+                    t.device = if cs.device_from_init { device } else { t.device.or(device) };
+                    t.nranks = if cs.nranks_from_init { m.nranks } else { t.nranks.or(m.nranks) };
+                    if cs.init_touched {
+                        // The chunk's init lines come after what the handle holds.
+                        let mut m = m;
+                        t.rank = m.rank.or(t.rank);
+                        t.comm_id = m.comm_id.or(t.comm_id);
+                        t.n_nodes = m.n_nodes.or(t.n_nodes);
+                        t.local_ranks = m.local_ranks.or(t.local_ranks);
+                        t.local_rank = m.local_rank.or(t.local_rank);
+                        t.init_complete |= m.init_complete;
+                        super::state_comms::append_channels(t, &mut m);
+                        if let Some(later) = m.tuning.take() {
+                            super::chunk_threads::append_tuning(&mut t.tuning, later);
+                        }
+                    }
+                    for &k in &cs.kinds {
+                        t.note_op(k);
+                    }
+                    maps.comm.push(tc);
+                }
+                None => {
+                    let tc = CommIdx(self.table.comms.len() as u32);
+                    let m = CommMember {
+                        proc: tp,
+                        device,
+                        ..m
+                    };
+                    self.table.comms.push(m);
+                    self.procs[tp.ix()]
+                        .comms
+                        .insert(self.table.comms[tc.ix()].ptr, tc);
+                    maps.seq_base.push(0);
+                    maps.comm.push(tc);
+                }
+            }
+        }
+        self.recent_comms = [(None, CommIdx(0)); 2];
+        // Topology: the first block per host.
+        for t in std::mem::take(&mut chunk.table.topologies) {
+            if !self.hosts_with_topology.contains(&t.host) {
+                self.hosts_with_topology.push(t.host.clone());
+                self.table.topologies.push(t);
+            }
+        }
+        // Counters first: the threads' fold corrects the tuning counts.
+        self.report
+            .absorb(std::mem::take(&mut chunk.report), line_offset);
+        self.fragment = std::mem::take(&mut chunk.fragment);
+        for (lp, ps) in std::mem::take(&mut chunk.procs).into_iter().enumerate() {
+            let tp = maps.proc[lp];
+            for (tid, lt) in ps.threads {
+                self.absorb_thread(tp, tid, lt, &maps, sink);
+            }
+        }
+        Ok(maps)
+    }
+}

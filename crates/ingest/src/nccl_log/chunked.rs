@@ -1,0 +1,286 @@
+//! One large log on all cores: the file is cut into chunks at line starts,
+//! the chunks are parsed in parallel (rayon), each from an empty state, and
+//! joined in order ([`super::chunk_join`]) into exactly what the sequential
+//! reader gives: the same table, report, operations and line numbers.
+//!
+//! Each chunk folds its operations into its own state (`make`/`per_op`, with
+//! the chunk's indices; [`ChunkedRead::parts`] says how they map into the
+//! file's table), so `stats` never holds the operations. A chunk the join
+//! cannot fold exactly (its start depends on an earlier chunk in a way the
+//! join does not replay: an init or topology block across the boundary, a cut
+//! line, …) is read again by the join's own parser, line by line, and its
+//! state dropped: slower, never different. [`ChunkedRead::replayed`] counts them.
+//!
+//! Memory stays bounded: chunks are read through their own mapped windows
+//! ([`MappedLines::open_range`]) a few per core at a time, and what a chunk
+//! keeps until its join is its parser's state (processes, handles, queues)
+//! and the folded state.
+
+use super::chunk_join::ChunkMaps;
+use super::chunk_order::Joiner;
+use super::prefix::{split_line, KnownHosts};
+use super::{LogParser, ReadOptions, ReadReport};
+use crate::error::IngestError;
+use crate::lines::LineSource;
+use crate::lines_mapped::{disabled_by_env, MappedLines, DEFAULT_WINDOW};
+use commlens_core::{CollOp, OpTable};
+use std::path::Path;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Chunk size when neither [`ReadOptions::chunk_bytes`] nor
+/// `COMMLENS_CHUNK_BYTES` says otherwise. Files under two chunks are read
+/// sequentially.
+pub const DEFAULT_CHUNK: u64 = 8 << 20;
+
+/// How far past a nominal chunk boundary a newline is looked for; a boundary
+/// inside a longer line is dropped (its chunk grows).
+const BOUNDARY_SEARCH: u64 = 4 << 20;
+
+/// The chunk size to use: [`ReadOptions::chunk_bytes`], else
+/// `COMMLENS_CHUNK_BYTES` (bytes; `0` reads every file sequentially), else
+/// [`DEFAULT_CHUNK`].
+pub fn chunk_size(opts: &ReadOptions) -> u64 {
+    if let Some(n) = opts.chunk_bytes {
+        return n;
+    }
+    match std::env::var("COMMLENS_CHUNK_BYTES") {
+        Ok(v) => v.trim().parse().unwrap_or(DEFAULT_CHUNK),
+        Err(_) => DEFAULT_CHUNK,
+    }
+}
+
+/// The byte ranges a file is read in, each starting at a line start, or
+/// `None` when it is read sequentially: not a plain mapped file (gzip, pipe,
+/// mapping off), chunking off, or smaller than two chunks.
+pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
+    use std::os::unix::fs::FileExt;
+    let size = chunk_size(opts);
+    if size == 0 || !opts.mmap || disabled_by_env() {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    let len = meta.len();
+    if !meta.is_file() || len < 2 * size {
+        return None;
+    }
+    let mut magic = [0u8; 2];
+    if file.read_exact_at(&mut magic, 0).is_err() || magic == [0x1f, 0x8b] {
+        return None;
+    }
+    let mut starts = vec![0u64];
+    let mut buf = vec![0u8; (64 << 10).min(size as usize).max(4096)];
+    let mut nominal = size;
+    while nominal < len {
+        // The line start at or after the nominal boundary.
+        let mut at = nominal.max(*starts.last().expect("non-empty") + 1) - 1;
+        let found = loop {
+            if at >= len || at >= nominal + BOUNDARY_SEARCH {
+                break None;
+            }
+            let n = file.read_at(&mut buf, at).ok()?;
+            if n == 0 {
+                break None;
+            }
+            match memchr::memchr(b'\n', &buf[..n]) {
+                Some(i) => break Some(at + i as u64 + 1),
+                None => at += n as u64,
+            }
+        };
+        if let Some(s) = found.filter(|&s| s < len) {
+            starts.push(s);
+        }
+        nominal = nominal.max(*starts.last().expect("non-empty")) + size;
+    }
+    if starts.len() < 2 {
+        return None;
+    }
+    let ends = starts.iter().skip(1).copied().chain(std::iter::once(len));
+    Some(starts.iter().copied().zip(ends).collect())
+}
+
+/// What [`read_chunked`] gives.
+pub struct ChunkedRead<S> {
+    /// The file's table (operations in `per_rank` when kept) and report.
+    pub table: OpTable,
+    pub report: ReadReport,
+    /// The folded states, each with the map of its indices into `table`
+    /// (`None`: they are the table's already).
+    pub parts: Vec<(S, Option<ChunkMaps>)>,
+    /// Chunks read, and those the join read again itself.
+    pub chunks: usize,
+    pub replayed: usize,
+    /// Why chunks were read again, with how many each.
+    pub reasons: Vec<(&'static str, usize)>,
+}
+
+/// One chunk parsed on its own.
+pub(super) struct Parsed<S> {
+    pub(super) parser: LogParser,
+    pub(super) state: S,
+    pub(super) ops: Vec<CollOp>,
+    pub(super) lines: u64,
+    pub(super) overlong: u64,
+    /// First line (of the chunk) that held an NCCL segment.
+    pub(super) first_nccl: Option<u64>,
+    pub(super) first_line: Option<String>,
+}
+
+/// What the chunk readers share: the file, its chunks, and the fold.
+pub(super) struct Job<'a, M, F> {
+    pub(super) path: &'a Path,
+    pub(super) opts: &'a ReadOptions,
+    pub(super) ranges: &'a [(u64, u64)],
+    pub(super) keep_ops: bool,
+    pub(super) make: &'a M,
+    pub(super) per_op: &'a F,
+}
+
+/// Reads `path` in the chunks of [`plan`], in parallel; see the module doc.
+/// With `keep_ops` every operation is also stored in the table (per device,
+/// in line order).
+///
+/// Each worker (one per thread of the pool) takes the next chunk, parses it,
+/// leaves it in its slot and joins whatever is ready in file order, unless
+/// another worker is joining: a chunk the join reads again does not stop the
+/// others parsing. Workers stay at most `LOOKAHEAD` chunks per worker ahead
+/// of the join, so memory does not grow with the file.
+pub fn read_chunked<S, M, F>(
+    path: &Path,
+    opts: &ReadOptions,
+    ranges: &[(u64, u64)],
+    keep_ops: bool,
+    make: &M,
+    per_op: &F,
+) -> Result<ChunkedRead<S>, IngestError>
+where
+    S: Send,
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, &CollOp) + Sync,
+{
+    let job = Job { path, opts, ranges, keep_ops, make, per_op };
+    let n = ranges.len();
+    let slots: Vec<Mutex<Option<Result<Parsed<S>, IngestError>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let ready: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
+    let (taken, joined, stop) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
+    let join = Mutex::new(Joiner::new(make()));
+    let workers = rayon::current_num_threads().clamp(1, n);
+    let lookahead = LOOKAHEAD * workers;
+    // Joins the chunks ready in order, unless another worker is at it. The
+    // fences make sure a chunk left ready while another worker joined is seen
+    // by one of the two.
+    let combine = || loop {
+        fence(Ordering::SeqCst);
+        let k = joined.load(Ordering::SeqCst);
+        if k >= n || !ready[k].load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut j) = join.try_lock() else { return };
+        j.join_ready(&job, &slots, &joined, &stop);
+        drop(j);
+    };
+    rayon::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|_| loop {
+                let i = taken.fetch_add(1, Ordering::SeqCst);
+                if i >= n || stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                while i >= joined.load(Ordering::SeqCst) + lookahead && !stop.load(Ordering::SeqCst) {
+                    combine();
+                    if i >= joined.load(Ordering::SeqCst) + lookahead {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                }
+                let parsed = parse_chunk(&job, i);
+                if parsed.is_err() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                *slots[i].lock().expect("slot") = Some(parsed);
+                ready[i].store(true, Ordering::SeqCst);
+                combine();
+            });
+        }
+    });
+    // What a race left unjoined (none, usually).
+    let mut j = join.into_inner().expect("join");
+    j.join_ready(&job, &slots, &joined, &stop);
+    j.finish(&job)
+}
+
+/// Chunks a worker may parse ahead of the join, per worker.
+const LOOKAHEAD: usize = 4;
+
+/// How far before a chunk its seeds are looked for (see [`parse_chunk`]).
+const SEED_BYTES: u64 = 1 << 20;
+
+/// Host spellings to seed a chunk starting at byte `start` with: the
+/// cleanest spellings of the processes that wrote the `SEED_BYTES` before it,
+/// which the lines before the chunk have taught the sequential reader (the
+/// join checks that). Without them a chunk that meets a spelling with debris
+/// glued in front (`stonstone:2984738`) before the clean one would take it
+/// for a new host.
+pub(super) fn seed_hosts(path: &Path, opts: &ReadOptions, start: u64) -> std::io::Result<Vec<(u32, Box<[u8]>)>> {
+    let from = start.saturating_sub(SEED_BYTES);
+    let Some(mut src) = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, from, start)? else {
+        return Ok(Vec::new());
+    };
+    let mut hosts = KnownHosts::with_fast_paths(opts.fast_paths);
+    let mut segs = Vec::new();
+    let mut whole = from == 0;
+    while let Some(line) = src.next_line()? {
+        // The first line may start mid-way.
+        if std::mem::replace(&mut whole, true) {
+            split_line(line, &mut hosts, &mut segs);
+        }
+    }
+    Ok(hosts.clean_spellings())
+}
+
+/// Parses chunk `i` from an empty state (line numbers from 1), but for the
+/// host spellings of [`seed_hosts`] (none for the first chunk).
+fn parse_chunk<S, M, F>(job: &Job<M, F>, i: usize) -> Result<Parsed<S>, IngestError>
+where
+    M: Fn() -> S,
+    F: Fn(&mut S, &CollOp),
+{
+    let (path, opts, (start, end)) = (job.path, job.opts, job.ranges[i]);
+    let first = i == 0;
+    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let seeds = if first { Vec::new() } else { seed_hosts(path, opts, start).map_err(io_err)? };
+    let mut parser = LogParser::speculative(opts.fast_paths, &seeds);
+    let mut state = (job.make)();
+    let mut ops = Vec::new();
+    let (mut first_nccl, mut first_line) = (None, None);
+    let mut sink = |op: CollOp| {
+        (job.per_op)(&mut state, &op);
+        if job.keep_ops {
+            ops.push(op);
+        }
+    };
+    let mut src = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, start, end).map_err(io_err)?;
+    let (mut lines, mut overlong) = (0, 0);
+    if let Some(src) = src.as_mut() {
+        let mut no = 0;
+        while let Some(line) = src.next_line().map_err(io_err)? {
+            no += 1;
+            if first && no == 1 {
+                if line.iter().take(4096).any(|&b| b == 0) {
+                    return Err(IngestError::Binary { path: path.to_path_buf() });
+                }
+                first_line = Some(crate::bytes::sample(line, 120));
+            }
+            parser.feed_line(line, no, &mut sink);
+            if first_nccl.is_none() && parser.report.nccl_segments > 0 {
+                first_nccl = Some(no);
+            }
+        }
+        lines = LineSource::line_no(src);
+        overlong = LineSource::overlong_lines(src);
+    }
+    if let Some(p) = &opts.progress {
+        p(end - start);
+    }
+    Ok(Parsed { parser, state, ops, lines, overlong, first_nccl, first_line })
+}
