@@ -209,3 +209,41 @@ pub(super) fn tuning(h: &mut String, t: &TuningSection) {
     }
     notes(h, &t.notes);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row per communicator and size for 30,000 communicators (a large
+    /// job's data-parallel groups): the chart draws the busiest curves and
+    /// says how many it left out. Checks the shape that used to search the
+    /// groups once per row (rows × groups).
+    #[test]
+    fn many_communicators_chart_the_busiest_and_count_the_rest() {
+        const COMMS: usize = 30_000;
+        let row = |c: usize, size: u64| ExpectedRow {
+            comm: format!("dp{c}"),
+            kind: "AllReduce".into(),
+            lo_bytes: size,
+            median_bytes: size,
+            // The last communicators are the busiest.
+            ops: c as u64,
+            timed: 0,
+            expected_time_us: None,
+            expected_busbw_gb_s: Some(10.0 + size as f64 / 1e6),
+            measured_busbw_gb_s: None,
+            efficiency: None,
+            logged_choice: String::new(),
+            model_choice: String::new(),
+            tuner_input: String::new(),
+        };
+        let rows: Vec<ExpectedRow> = [1u64 << 20, 1 << 24].iter().flat_map(|&s| (0..COMMS).map(move |c| row(c, s))).collect();
+        let mut h = String::new();
+        chart(&mut h, &rows);
+        assert!(h.contains(&format!(" {} smaller communicator/kind curves not drawn.", COMMS - MAX_CURVES)), "{h}");
+        for c in COMMS - MAX_CURVES..COMMS {
+            assert!(h.contains(&format!("model: dp{c} AllReduce")), "dp{c}");
+        }
+        assert!(!h.contains(&format!("model: dp{} AllReduce", COMMS - MAX_CURVES - 1)));
+    }
+}
