@@ -431,42 +431,21 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
+    let chunk_notes = std::sync::Mutex::new(Vec::new());
     type Parts<S> = Vec<(S, Option<nccl_log::ChunkMaps>)>;
     let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, Parts<S>)> = files
         .par_iter()
         .map(|(path, explicit)| {
-            // A large plain file: its chunks on all cores, one state each.
-            if let Some(ranges) = nccl_log::chunked::plan(path, opts) {
-                return match nccl_log::chunked::read_chunked(path, opts, &ranges, keep_ops, &make, &per_op) {
-                    Ok(c) => (path.clone(), *explicit, Ok((c.table, c.report)), c.parts),
-                    Err(e) => (path.clone(), *explicit, Err(e), vec![(make(), None)]),
-                };
+            let (res, parts, note) = nccl_log::chunked::read_file_parts(path, opts, keep_ops, &make, &per_op);
+            if let Some(n) = note {
+                chunk_notes.lock().expect("notes").push(n);
             }
-            // Operations go straight to their device's list (one copy of the
-            // table in memory, not a flat list plus the per-device one).
-            let mut per_dev: Vec<Vec<CollOp>> = Vec::new();
-            let mut state = make();
-            let res = nccl_log::read_path(path, opts, &mut |op| {
-                per_op(&mut state, &op);
-                if keep_ops {
-                    let d = op.dev.ix();
-                    if per_dev.len() <= d {
-                        per_dev.resize_with(d + 1, Vec::new);
-                    }
-                    per_dev[d].push(op);
-                }
-            });
-            let res = res.map(|(mut t, r)| {
-                per_dev.resize_with(t.devices.len().max(per_dev.len()), Vec::new);
-                for ops in &mut per_dev {
-                    ops.shrink_to_fit();
-                }
-                t.per_rank = per_dev;
-                (t, r)
-            });
-            (path.clone(), *explicit, res, vec![(state, None)])
+            (path.clone(), *explicit, res, parts)
         })
         .collect();
+    let mut chunk_notes = chunk_notes.into_inner().expect("notes");
+    chunk_notes.sort();
+    notes.extend(chunk_notes);
     let mut parts = Vec::new();
     let mut reports = Vec::new();
     let mut skipped_files = Vec::new();
@@ -554,26 +533,13 @@ where
     let (states, part_remaps): (Vec<S>, Vec<Remap>) = states
         .into_iter()
         .zip(&remaps)
-        .flat_map(|(parts, file)| parts.into_iter().map(move |(st, maps)| (st, chunk_remap(file, maps.as_ref()))))
+        .flat_map(|(parts, file)| {
+            parts.into_iter().map(move |(st, maps)| (st, maps.map_or_else(|| file.clone(), |m| m.through(file))))
+        })
         .unzip();
     // What is left contradicts itself within one file (two runs in one stdout).
     notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
     Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, ..Loaded::empty() }, states))
-}
-
-/// The map of a chunk's indices into the merged table: through its file's
-/// (`None`: the part's indices are the file's).
-fn chunk_remap(file: &Remap, chunk: Option<&nccl_log::ChunkMaps>) -> Remap {
-    match chunk {
-        // A file left out of the table has no map; its states were emptied.
-        Some(m) if !file.proc.is_empty() => Remap {
-            proc: m.proc.iter().map(|p| file.proc[p.ix()]).collect(),
-            dev: m.dev.iter().map(|d| file.dev[d.ix()]).collect(),
-            comm: m.comm.iter().map(|c| file.comm[c.ix()]).collect(),
-        },
-        Some(_) => Remap::default(),
-        None => file.clone(),
-    }
 }
 
 impl Loaded {

@@ -13,7 +13,11 @@ use commlens_core::{CommIdx, DataType, RedOp};
 impl LogParser {
     /// Why `chunk` cannot be folded into this parser exactly, or `None`.
     /// `keys` are its processes' (host, pid).
-    pub(super) fn refusal(&self, chunk: &LogParser, keys: &[(Box<[u8]>, u32)]) -> Option<&'static str> {
+    pub(super) fn refusal(
+        &self,
+        chunk: &LogParser,
+        keys: &[(Box<[u8]>, u32)],
+    ) -> Option<&'static str> {
         let Some(spec) = chunk.spec.as_deref() else {
             return Some("not a chunk parse");
         };
@@ -25,19 +29,26 @@ impl LogParser {
         if !self.hosts.agrees_with(&chunk.hosts) {
             return Some("host names with debris of cut lines");
         }
-        if self.report.malformed.kinds.len() + chunk.report.malformed.kinds.len() > super::report::MAX_KINDS
-            || self.report.unknown.kinds.len() + chunk.report.unknown.kinds.len() > super::report::MAX_KINDS
+        if self.report.malformed.kinds.len() + chunk.report.malformed.kinds.len()
+            > super::report::MAX_KINDS
+            || self.report.unknown.kinds.len() + chunk.report.unknown.kinds.len()
+                > super::report::MAX_KINDS
         {
             return Some("too many kinds of unread lines");
         }
-        let true_proc: Vec<Option<ProcIdx>> = keys.iter().map(|k| self.proc_index.get(k).copied()).collect();
+        let true_proc: Vec<Option<ProcIdx>> = keys
+            .iter()
+            .map(|k| self.proc_index.get(k).copied())
+            .collect();
         for (lp, tp) in true_proc.iter().enumerate() {
             let version = match tp {
                 Some(tp) => {
                     if self.procs[tp.ix()].threads_in_topo > 0 {
                         return Some("a topology dump spans the boundary");
                     }
-                    self.table.processes[tp.ix()].nccl_version.or(self.bare_version)
+                    self.table.processes[tp.ix()]
+                        .nccl_version
+                        .or(self.bare_version)
                 }
                 None => self.bare_version,
             };
@@ -48,7 +59,9 @@ impl LogParser {
             } else if version.is_some() {
                 let same = spec.procs[lp].codes.iter().all(|&(dt, red)| {
                     DataType::from_nccl(dt, None) == DataType::from_nccl(dt, version)
-                        && red.is_none_or(|r| RedOp::from_nccl(r, None) == RedOp::from_nccl(r, version))
+                        && red.is_none_or(|r| {
+                            RedOp::from_nccl(r, None) == RedOp::from_nccl(r, version)
+                        })
                 });
                 if !same {
                     return Some("datatypes decoded without the process's version");
@@ -69,12 +82,18 @@ impl LogParser {
                 // The chunk also wrote init lines to the handle the true thread is initializing.
                 let also_here = tt.init_comm.is_some_and(|c| {
                     let ptr = self.table.comms[c.ix()].ptr;
-                    chunk.procs[lp].comms.get(&ptr).is_some_and(|lc| spec.comms[lc.ix()].init_touched)
+                    chunk.procs[lp]
+                        .comms
+                        .get(&ptr)
+                        .is_some_and(|lc| spec.comms[lc.ix()].init_touched)
                 });
                 if let Some(why) = init_refusal(lt, tt, also_here) {
                     return Some(why);
                 }
-                if let (Some(f), true) = (&lt.spec.first_comm, lt.init_touched && tt.init_comm.is_none()) {
+                if let (Some(f), true) = (
+                    &lt.spec.first_comm,
+                    lt.init_touched && tt.init_comm.is_none(),
+                ) {
                     if !tt.init_backlog.is_empty() || tt.tuning_backlog.is_some() {
                         if taking.contains(&f.comm) {
                             return Some("a communicator init spans the boundary");
@@ -85,7 +104,11 @@ impl LogParser {
                 if lt.topo.is_some() && tt.topo.is_some() {
                     return Some("a thread prints topology in both chunks");
                 }
-                let cap = if tt.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
+                let cap = if tt.tuning_seen {
+                    MAX_PENDING
+                } else {
+                    MAX_UNTUNED
+                };
                 // The queue as the chunk's first line of the thread finds it.
                 let queued = match queued_by_settle.contains(tid) {
                     true => tt.pending.len().min(cap - 1) + 1,
@@ -112,7 +135,6 @@ impl LogParser {
             let t = &self.table.comms[tc.ix()];
             if let (Some(b), Some(d)) = (cs.bracket, t.device) {
                 if self.table.devices[d.ix()].cuda_dev.unwrap_or(u32::MAX) != b {
-                    if std::env::var("DBG").is_ok() { eprintln!("DEV bracket {b} true {:?} proc {:?} ptr {:#x} kinds {}", self.table.devices[d.ix()], self.table.processes[tp.ix()], m.ptr, cs.kinds.len()); }
                     return Some("an operation's [dev] differs from its communicator's device");
                 }
             }
@@ -130,7 +152,11 @@ impl LogParser {
     /// can be settled by the fold: their handle known, with its device and
     /// size (so the operation changes neither). Returns the threads whose
     /// queue the settled operation joins.
-    fn settle_check(&self, tp: ProcIdx, settles: &[(u32, Option<super::ops::CallArgs>)]) -> Result<Vec<u32>, &'static str> {
+    fn settle_check(
+        &self,
+        tp: ProcIdx,
+        settles: &[(u32, Option<super::ops::CallArgs>)],
+    ) -> Result<Vec<u32>, &'static str> {
         let ps = &self.procs[tp.ix()];
         let mut queued = Vec::new();
         if ps.threads_with_broken == 0 {
@@ -182,9 +208,7 @@ fn init_refusal(lt: &ThreadState, tt: &ThreadState, also_here: bool) -> Option<&
     let spans = match &lt.spec.first_comm {
         // The chunk's lines go to the true thread's handle, or are held.
         None => tt.init_comm.is_some() && also_here,
-        Some(first) => {
-            (tt.init_comm.is_some() && !first.pre_empty) || (held && !first.fresh)
-        }
+        Some(first) => (tt.init_comm.is_some() && !first.pre_empty) || (held && !first.fresh),
     };
     spans.then_some("a communicator init spans the boundary")
 }

@@ -5,23 +5,21 @@
 //! A chunk parser knows nothing of earlier lines: every process, device and
 //! communicator handle it meets is new to it, every thread queue starts empty.
 //! It records the places where that could matter ([`Speculation`],
-//! [`ThreadSpec`]): per handle the `[dev]` bracket its first operation gave it,
-//! whether its operations saw `nranks == 1`, the kinds in order (for
-//! `op_seq_hash`) and whether an init line touched it; per process the raw
-//! datatype and reduction codes it decoded without a version; per thread the
-//! tuning lines that matched nothing before the first one that did, the queue
-//! length until then and whether it evicted; the hosts it learned.
+//! [`ThreadSpec`], the hosts' `HostSpec`): per handle the `[dev]` bracket that
+//! gave it a device, the sizes its operations saw, the kinds in order (for
+//! `op_seq_hash`), whether init lines touched it and set its device or size;
+//! per process the datatype and reduction codes it decoded without a version
+//! and, per thread, the first segment (which settles an operation line cut
+//! just before the chunk); per thread the tuning lines before its first match,
+//! the queue length until then, its first communicator line and whether table
+//! lines read columns set before; the host spellings it assumed and learned.
 //!
-//! [`LogParser::absorb`] checks these against the true state first (no change
-//! when refused): a handle the true state holds with another device or size
-//! class, a version the true state knows that decodes a code differently, a
-//! thread whose queue would have overflowed or evicted differently, a broken
-//! opCount line or topology block open across the boundary, an init that
-//! spans it, a cut-prefix fragment at its end, host debris. Refused chunks are
-//! re-read line by line by the true parser (the caller does that), so the
-//! result is always the sequential one; accepted chunks are folded in: indices
-//! remapped, line numbers shifted, counters added, the previous queue's tuning
-//! replayed.
+//! [`LogParser::absorb`] checks these against the true state first
+//! ([`super::chunk_check`]; nothing changes when refused), then folds the
+//! chunk in: indices remapped, line numbers shifted, counters added, the cut
+//! lines waiting from before settled, init lines held back before the chunk
+//! given to the handle the chunk's thread named, the previous queues met by
+//! the chunk's first tuning lines ([`super::chunk_threads`]).
 
 use super::ops::TuningLine;
 use super::state::{LogParser, ProcState};
@@ -144,6 +142,19 @@ pub struct ChunkMaps {
 }
 
 impl ChunkMaps {
+    /// The map of the chunk's indices into a merged table, through the map
+    /// of its file's (`file`; empty when the file was left out).
+    pub fn through(&self, file: &crate::merge::Remap) -> crate::merge::Remap {
+        if file.proc.is_empty() {
+            return crate::merge::Remap::default();
+        }
+        crate::merge::Remap {
+            proc: self.proc.iter().map(|p| file.proc[p.ix()]).collect(),
+            dev: self.dev.iter().map(|d| file.dev[d.ix()]).collect(),
+            comm: self.comm.iter().map(|c| file.comm[c.ix()]).collect(),
+        }
+    }
+
     /// An operation of the chunk in the file's indices and line numbers.
     pub(super) fn op(&self, mut op: CollOp) -> CollOp {
         op.comm_seq += self.seq_base[op.comm.ix()];
@@ -317,8 +328,16 @@ impl LogParser {
                 Some(&tc) => {
                     let t = &mut self.table.comms[tc.ix()];
                     maps.seq_base.push(t.n_ops);
-                    t.device = if cs.device_from_init { device } else { t.device.or(device) };
-                    t.nranks = if cs.nranks_from_init { m.nranks } else { t.nranks.or(m.nranks) };
+                    t.device = if cs.device_from_init {
+                        device
+                    } else {
+                        t.device.or(device)
+                    };
+                    t.nranks = if cs.nranks_from_init {
+                        m.nranks
+                    } else {
+                        t.nranks.or(m.nranks)
+                    };
                     if cs.init_touched {
                         // The chunk's init lines come after what the handle holds.
                         let mut m = m;

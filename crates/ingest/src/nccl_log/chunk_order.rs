@@ -62,7 +62,9 @@ impl<S> Joiner<S> {
         F: Fn(&mut S, &CollOp),
     {
         while self.error.is_none() && self.next < slots.len() {
-            let Some(parsed) = slots[self.next].lock().expect("slot").take() else { return };
+            let Some(parsed) = slots[self.next].lock().expect("slot").take() else {
+                return;
+            };
             if let Err(e) = parsed.and_then(|p| self.join_one(job, p)) {
                 self.error = Some(e);
                 stop.store(true, Ordering::SeqCst);
@@ -111,9 +113,18 @@ impl<S> Joiner<S> {
                     Some(r) => r.1 += 1,
                     None => self.reasons.push((why, 1)),
                 }
-                let io_err = |e| IngestError::Io { path: job.path.to_path_buf(), source: e };
+                let io_err = |e| IngestError::Io {
+                    path: job.path.to_path_buf(),
+                    source: e,
+                };
                 let (start, end) = job.ranges[self.next];
-                let src = MappedLines::open_range(job.path, job.opts.max_line, DEFAULT_WINDOW, start, end);
+                let src = MappedLines::open_range(
+                    job.path,
+                    job.opts.max_line,
+                    DEFAULT_WINDOW,
+                    start,
+                    end,
+                );
                 if let Some(mut src) = src.map_err(io_err)? {
                     let mut no = offset;
                     while let Some(line) = src.next_line().map_err(io_err)? {
@@ -152,7 +163,11 @@ impl<S> Joiner<S> {
             }
         });
         self.parts.push((self.state, None));
-        let not_nccl = |lines| IngestError::NotNcclLog { path: path.to_path_buf(), lines, first_line: self.first_line.clone() };
+        let not_nccl = |lines| IngestError::NotNcclLog {
+            path: path.to_path_buf(),
+            lines,
+            first_line: self.first_line.clone(),
+        };
         let sniff = job.opts.sniff_lines;
         if self.lines >= sniff && self.first_nccl.is_none_or(|l| l > sniff) {
             return Err(not_nccl(sniff));

@@ -20,7 +20,12 @@ impl LogParser {
     /// Settles the operation lines of process `tp` cut just before the chunk,
     /// as the chunk's first segment of each thread does in the sequential
     /// reader (`settles`, from the chunk parse; checked by `settle_check`).
-    pub(super) fn settle_waiting(&mut self, tp: ProcIdx, settles: Vec<(u32, Option<CallArgs>)>, sink: &mut dyn FnMut(CollOp)) {
+    pub(super) fn settle_waiting(
+        &mut self,
+        tp: ProcIdx,
+        settles: Vec<(u32, Option<CallArgs>)>,
+        sink: &mut dyn FnMut(CollOp),
+    ) {
         if self.procs[tp.ix()].threads_with_broken == 0 {
             return;
         }
@@ -70,7 +75,11 @@ impl LogParser {
         }
         queue.extend(lt.pending.drain(..).map(|op| maps.op(op)));
         tt.tuning_seen |= lt.tuning_seen;
-        let cap = if tt.tuning_seen { MAX_PENDING } else { MAX_UNTUNED };
+        let cap = if tt.tuning_seen {
+            MAX_PENDING
+        } else {
+            MAX_UNTUNED
+        };
         while queue.len() > cap {
             sink(queue.pop_front().expect("longer than cap"));
         }
@@ -97,8 +106,12 @@ impl LogParser {
         for (lp, ps) in chunk.procs.iter().enumerate() {
             let tp = maps.proc[lp];
             for (tid, lt) in &ps.threads {
-                let Some(first) = lt.spec.first_comm.as_ref().filter(|_| lt.init_touched) else { continue };
-                let Some(tt) = self.procs[tp.ix()].threads.get_mut(tid) else { continue };
+                let Some(first) = lt.spec.first_comm.as_ref().filter(|_| lt.init_touched) else {
+                    continue;
+                };
+                let Some(tt) = self.procs[tp.ix()].threads.get_mut(tid) else {
+                    continue;
+                };
                 if tt.init_comm.is_some() {
                     continue;
                 }

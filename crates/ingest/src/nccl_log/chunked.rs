@@ -1,20 +1,22 @@
 //! One large log on all cores: the file is cut into chunks at line starts,
-//! the chunks are parsed in parallel (rayon), each from an empty state, and
-//! joined in order ([`super::chunk_join`]) into exactly what the sequential
-//! reader gives: the same table, report, operations and line numbers.
+//! the chunks are parsed in parallel (rayon), each from an empty state but
+//! for the host spellings seen just before it ([`seed_hosts`]), and joined in
+//! file order ([`super::chunk_order`], [`super::chunk_join`]) into exactly
+//! what the sequential reader gives: the same table, report, operations and
+//! line numbers.
 //!
 //! Each chunk folds its operations into its own state (`make`/`per_op`, with
 //! the chunk's indices; [`ChunkedRead::parts`] says how they map into the
 //! file's table), so `stats` never holds the operations. A chunk the join
-//! cannot fold exactly (its start depends on an earlier chunk in a way the
-//! join does not replay: an init or topology block across the boundary, a cut
-//! line, …) is read again by the join's own parser, line by line, and its
-//! state dropped: slower, never different. [`ChunkedRead::replayed`] counts them.
+//! cannot fold exactly (its start depends on the lines before it in a way the
+//! join does not replay, [`super::chunk_check`]) is read again by the join's
+//! own parser, line by line, and its state dropped: slower, never different.
+//! [`ChunkedRead::replayed`] counts them, [`ChunkedRead::note`] says why.
 //!
 //! Memory stays bounded: chunks are read through their own mapped windows
-//! ([`MappedLines::open_range`]) a few per core at a time, and what a chunk
-//! keeps until its join is its parser's state (processes, handles, queues)
-//! and the folded state.
+//! ([`MappedLines::open_range`]), workers stay a few chunks ahead of the
+//! join, and what a chunk keeps until its join is its parser's state
+//! (processes, handles, queues) and the folded state.
 
 use super::chunk_join::ChunkMaps;
 use super::chunk_order::Joiner;
@@ -115,6 +117,83 @@ pub struct ChunkedRead<S> {
     pub reasons: Vec<(&'static str, usize)>,
 }
 
+/// A file's table and report, and its folded states each with the map of
+/// its indices (see [`ChunkedRead::parts`]): a large plain file in chunks on
+/// all cores ([`plan`], [`read_chunked`]), with a note when the join read
+/// chunks again; any other file sequentially, one state.
+#[allow(clippy::type_complexity)]
+pub fn read_file_parts<S, M, F>(
+    path: &Path,
+    opts: &ReadOptions,
+    keep_ops: bool,
+    make: &M,
+    per_op: &F,
+) -> (
+    Result<(OpTable, ReadReport), IngestError>,
+    Vec<(S, Option<ChunkMaps>)>,
+    Option<String>,
+)
+where
+    S: Send,
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, &CollOp) + Sync,
+{
+    if let Some(ranges) = plan(path, opts) {
+        return match read_chunked(path, opts, &ranges, keep_ops, make, per_op) {
+            Ok(c) => {
+                let note = c.note(path);
+                (Ok((c.table, c.report)), c.parts, note)
+            }
+            Err(e) => (Err(e), vec![(make(), None)], None),
+        };
+    }
+    // Operations go straight to their device's list (one copy of the table
+    // in memory, not a flat list plus the per-device one).
+    let mut per_dev: Vec<Vec<CollOp>> = Vec::new();
+    let mut state = make();
+    let res = super::read_path(path, opts, &mut |op| {
+        per_op(&mut state, &op);
+        if keep_ops {
+            let d = op.dev.ix();
+            if per_dev.len() <= d {
+                per_dev.resize_with(d + 1, Vec::new);
+            }
+            per_dev[d].push(op);
+        }
+    });
+    let res = res.map(|(mut t, r)| {
+        per_dev.resize_with(t.devices.len().max(per_dev.len()), Vec::new);
+        for ops in &mut per_dev {
+            ops.shrink_to_fit();
+        }
+        t.per_rank = per_dev;
+        (t, r)
+    });
+    (res, vec![(state, None)], None)
+}
+
+impl<S> ChunkedRead<S> {
+    /// A line for `Loaded::notes` when the join read chunks again (the
+    /// result is the same; the read was slower), saying why.
+    pub fn note(&self, path: &Path) -> Option<String> {
+        if self.replayed == 0 {
+            return None;
+        }
+        let why: Vec<String> = self
+            .reasons
+            .iter()
+            .map(|(r, n)| format!("{r} ×{n}"))
+            .collect();
+        Some(format!(
+            "note: {}: read in {} chunks in parallel; {} of them read again in file order by the join ({}): same result, less parallel",
+            path.display(),
+            self.chunks,
+            self.replayed,
+            why.join("; ")
+        ))
+    }
+}
+
 /// One chunk parsed on its own.
 pub(super) struct Parsed<S> {
     pub(super) parser: LogParser,
@@ -159,11 +238,23 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
-    let job = Job { path, opts, ranges, keep_ops, make, per_op };
+    let job = Job {
+        path,
+        opts,
+        ranges,
+        keep_ops,
+        make,
+        per_op,
+    };
     let n = ranges.len();
-    let slots: Vec<Mutex<Option<Result<Parsed<S>, IngestError>>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let slots: Vec<Mutex<Option<Result<Parsed<S>, IngestError>>>> =
+        (0..n).map(|_| Mutex::new(None)).collect();
     let ready: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
-    let (taken, joined, stop) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
+    let (taken, joined, stop) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicBool::new(false),
+    );
     let join = Mutex::new(Joiner::new(make()));
     let workers = rayon::current_num_threads().clamp(1, n);
     let lookahead = LOOKAHEAD * workers;
@@ -187,7 +278,8 @@ where
                 if i >= n || stop.load(Ordering::SeqCst) {
                     break;
                 }
-                while i >= joined.load(Ordering::SeqCst) + lookahead && !stop.load(Ordering::SeqCst) {
+                while i >= joined.load(Ordering::SeqCst) + lookahead && !stop.load(Ordering::SeqCst)
+                {
                     combine();
                     if i >= joined.load(Ordering::SeqCst) + lookahead {
                         std::thread::sleep(std::time::Duration::from_micros(200));
@@ -212,18 +304,24 @@ where
 /// Chunks a worker may parse ahead of the join, per worker.
 const LOOKAHEAD: usize = 4;
 
-/// How far before a chunk its seeds are looked for (see [`parse_chunk`]).
+/// How far before a chunk its seeds are looked for (see [`parse_chunk`]):
+/// a quarter of a chunk, at most this.
 const SEED_BYTES: u64 = 1 << 20;
 
 /// Host spellings to seed a chunk starting at byte `start` with: the
-/// cleanest spellings of the processes that wrote the `SEED_BYTES` before it,
+/// cleanest spellings of the processes that wrote the bytes before it,
 /// which the lines before the chunk have taught the sequential reader (the
 /// join checks that). Without them a chunk that meets a spelling with debris
 /// glued in front (`stonstone:2984738`) before the clean one would take it
 /// for a new host.
-pub(super) fn seed_hosts(path: &Path, opts: &ReadOptions, start: u64) -> std::io::Result<Vec<(u32, Box<[u8]>)>> {
-    let from = start.saturating_sub(SEED_BYTES);
-    let Some(mut src) = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, from, start)? else {
+pub(super) fn seed_hosts(
+    path: &Path,
+    opts: &ReadOptions,
+    start: u64,
+) -> std::io::Result<Vec<(u32, Box<[u8]>)>> {
+    let from = start.saturating_sub(SEED_BYTES.min(chunk_size(opts) / 4));
+    let Some(mut src) = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, from, start)?
+    else {
         return Ok(Vec::new());
     };
     let mut hosts = KnownHosts::with_fast_paths(opts.fast_paths);
@@ -247,8 +345,15 @@ where
 {
     let (path, opts, (start, end)) = (job.path, job.opts, job.ranges[i]);
     let first = i == 0;
-    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    let seeds = if first { Vec::new() } else { seed_hosts(path, opts, start).map_err(io_err)? };
+    let io_err = |e| IngestError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let seeds = if first {
+        Vec::new()
+    } else {
+        seed_hosts(path, opts, start).map_err(io_err)?
+    };
     let mut parser = LogParser::speculative(opts.fast_paths, &seeds);
     let mut state = (job.make)();
     let mut ops = Vec::new();
@@ -259,7 +364,8 @@ where
             ops.push(op);
         }
     };
-    let mut src = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, start, end).map_err(io_err)?;
+    let mut src =
+        MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, start, end).map_err(io_err)?;
     let (mut lines, mut overlong) = (0, 0);
     if let Some(src) = src.as_mut() {
         let mut no = 0;
@@ -267,7 +373,9 @@ where
             no += 1;
             if first && no == 1 {
                 if line.iter().take(4096).any(|&b| b == 0) {
-                    return Err(IngestError::Binary { path: path.to_path_buf() });
+                    return Err(IngestError::Binary {
+                        path: path.to_path_buf(),
+                    });
                 }
                 first_line = Some(crate::bytes::sample(line, 120));
             }
@@ -282,5 +390,13 @@ where
     if let Some(p) = &opts.progress {
         p(end - start);
     }
-    Ok(Parsed { parser, state, ops, lines, overlong, first_nccl, first_line })
+    Ok(Parsed {
+        parser,
+        state,
+        ops,
+        lines,
+        overlong,
+        first_nccl,
+        first_line,
+    })
 }

@@ -12,7 +12,8 @@
 //! (the state machine; operations, cut-line recovery and tuning queues in
 //! `state_ops`, devices and communicators in `state_comms`), [`report`]
 //! (counts of what was read and skipped), [`chunked`] (one large file on all
-//! cores; the join of chunks parsed from an empty state in `chunk_join`).
+//! cores; chunks joined in file order by `chunk_order`, folded by
+//! `chunk_join` after the checks of `chunk_check`, threads in `chunk_threads`).
 
 mod chunk_check;
 mod chunk_join;

@@ -156,12 +156,10 @@ impl KnownHosts {
             let before = self.by_pid.get(&pid).map_or(none, |v| &v[..]);
             let learned_early = |k: &[u8]| chunk.knows(pid, k) && !has(&spec.late, pid, k);
             if before.iter().any(|k| h.ends_with(k) && !has(&spec.seeds, pid, k) && !learned_early(k)) {
-                if std::env::var("DBG").is_ok() { eprintln!("A pid {pid} h {} before {:?} seeds {:?} late {:?}", String::from_utf8_lossy(h), before.iter().map(|b| String::from_utf8_lossy(b).to_string()).collect::<Vec<_>>(), spec.seeds.iter().filter(|x| x.0==pid).map(|b| String::from_utf8_lossy(&b.1).to_string()).collect::<Vec<_>>(), spec.late.iter().filter(|x| x.0==pid).map(|b| String::from_utf8_lossy(&b.1).to_string()).collect::<Vec<_>>()); }
                 return false;
             }
             let known_before = |k: &[u8]| before.iter().any(|b| &b[..] == k);
             if spec.seeds.iter().any(|(p, k)| *p == pid && h.ends_with(k) && !known_before(k)) {
-                if std::env::var("DBG").is_ok() { eprintln!("B pid {pid} h {}", String::from_utf8_lossy(h)); }
                 return false;
             }
         }

@@ -1,0 +1,125 @@
+//! `commlens stats --format json` reads one large log in chunks on all cores
+//! (`COMMLENS_CHUNK_BYTES`, 8 MiB by default; `0` reads sequentially). The
+//! promise: the output is byte for byte the one of the sequential reader.
+//! Small chunks (1 KiB and 4 KiB) put chunk boundaries inside every construct
+//! the logs hold; every real log and a generated interleaved log of 64
+//! processes (cut lines, API call lines) are read both ways through the binary.
+//!
+//! Standard error may differ by one note: when the join had to read chunks
+//! again (same result, less parallel) it says so and why; the rest of it is
+//! the same too.
+
+#[allow(dead_code)]
+mod common;
+
+use commlens_synth::{generate, write_to_dir, RunConfig};
+use std::path::{Path, PathBuf};
+
+/// `stats --format json FILE` with chunks of `chunk` bytes: (exit code,
+/// stdout, stderr). A log without operations or communicators is an error,
+/// which must be the same error both ways.
+fn stats(file: &Path, chunk: u64, threads: usize) -> (i32, String, String) {
+    let file = file.to_str().expect("a UTF-8 path");
+    let mut cmd = common::commlens_cmd(&["stats", file, "--format", "json"]);
+    cmd.env("COMMLENS_CHUNK_BYTES", chunk.to_string())
+        .env("RAYON_NUM_THREADS", threads.to_string());
+    let r = common::run_limited(cmd, 300, "commlens stats");
+    (r.code, r.out, r.err)
+}
+
+/// The join's note about chunks read again, if any.
+fn is_chunk_note(line: &str) -> bool {
+    line.starts_with("note: ") && line.contains("chunks in parallel")
+}
+
+/// Reads `file` sequentially and in chunks; the outputs must be identical.
+/// Returns whether the sequential read succeeded and how many chunked runs
+/// noted chunks read again.
+fn check(file: &Path) -> (bool, usize) {
+    let (want_code, want_out, want_err) = stats(file, 0, 2);
+    assert!(
+        want_code != 0 || want_out.trim_start().starts_with('{'),
+        "{}: {want_out}",
+        file.display()
+    );
+    assert!(
+        !want_err.lines().any(is_chunk_note),
+        "{}: sequential read noted chunks",
+        file.display()
+    );
+    let mut noted = 0;
+    for (chunk, threads) in [(1 << 10, 2), (4 << 10, 2), (4 << 10, 1)] {
+        let (code, out, err) = stats(file, chunk, threads);
+        assert_eq!(
+            code,
+            want_code,
+            "{} with {chunk}-byte chunks: exit code",
+            file.display()
+        );
+        assert!(
+            out == want_out,
+            "{} with {chunk}-byte chunks on {threads} threads: stdout differs from the sequential read",
+            file.display()
+        );
+        let rest: Vec<&str> = err.lines().filter(|l| !is_chunk_note(l)).collect();
+        assert_eq!(
+            rest,
+            want_err.lines().collect::<Vec<_>>(),
+            "{} with {chunk}-byte chunks: stderr differs beyond the chunk note",
+            file.display()
+        );
+        noted += err.lines().filter(|l| is_chunk_note(l)).count();
+    }
+    (want_code == 0, noted)
+}
+
+#[test]
+fn every_real_log_gives_the_same_stats_in_chunks() {
+    let Some(dir) = commlens_testdata::real_dir("nccl-logs") else {
+        return;
+    };
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 8, "real logs in {}", dir.display());
+    let checked: Vec<(bool, usize)> = logs.iter().map(|l| check(l)).collect();
+    let read = checked.iter().filter(|c| c.0).count();
+    assert!(
+        read * 2 > logs.len(),
+        "stats read only {read} of {} real logs",
+        logs.len()
+    );
+    let noted: usize = checked.iter().map(|c| c.1).sum();
+    // 1 KiB chunks of the larger logs cut some init block: the note shows
+    // that the chunked reader ran (a sequential read never notes chunks).
+    assert!(noted > 0, "no chunked run noted a chunk read again");
+}
+
+#[test]
+fn a_generated_interleaved_log_gives_the_same_stats_in_chunks() {
+    let mut cfg = RunConfig {
+        tp: 4,
+        pp: 4,
+        dp: 4,
+        iterations: 1,
+        ..RunConfig::default()
+    };
+    cfg.gpus_per_node = cfg.gpus_per_node.min(64);
+    cfg.layers = cfg.layers.max(4);
+    cfg.interleave = true;
+    cfg.broken_lines = 40;
+    cfg.call_lines = true;
+    let run = generate(&cfg);
+    let dir = common::temp_dir("parallel-stats", "gen");
+    write_to_dir(&run, &dir).unwrap();
+    let combined = dir.join(&run.truth.combined.as_ref().unwrap().file);
+    assert!(
+        std::fs::metadata(&combined).unwrap().len() > 64 << 10,
+        "a log of many chunks"
+    );
+    assert!(check(&combined).0, "stats read the generated log");
+    let _ = std::fs::remove_dir_all(&dir);
+}
