@@ -135,5 +135,47 @@ fn report_and_diff_show_the_injected_slow_instance() {
         .find(|l| l.contains("slow instance"))
         .expect("the injected instance is new");
     assert!(row.contains(&micros) && row.contains(&ranks), "{row}");
+
+    // The same list in JSON: the injected instance, whole, with its ranks and time.
+    let r = run_limited(
+        commlens_cmd(&[
+            "diff",
+            clean.to_str().unwrap(),
+            slow.to_str().unwrap(),
+            "--format",
+            "json",
+        ]),
+        180,
+        "diff json",
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.out).expect("diff --format json is JSON");
+    let new = v["new_anomalies"].as_array().expect("new_anomalies list");
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(
+        new[0]["rule"],
+        serde_json::json!("SlowInstance"),
+        "{:?}",
+        new[0]
+    );
+    let t = new[0]["time_ns"].as_i64().expect("time_ns");
+    assert!(
+        (t - start).abs() < 1000,
+        "time {t} vs the injected kernel's {start}"
+    );
+    let json_ranks: Vec<u64> = new[0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_u64())
+        .collect();
+    assert_eq!(
+        json_ranks.first().copied(),
+        Some(inj.members[0] as u64),
+        "{json_ranks:?}"
+    );
+    assert!(
+        v["rows"].is_array() && v["a"].is_string(),
+        "the diff's own fields stay: {v}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

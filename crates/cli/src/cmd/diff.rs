@@ -31,7 +31,13 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
     }
     let d = diff(&pa, &pb, &DiffOptions { threshold: threshold_pct / 100.0 });
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        Format::Json => {
+            let mut v = serde_json::to_value(&d)?;
+            if let (Some(x), Some(y), Some(obj)) = (&anom_a, &anom_b, v.as_object_mut()) {
+                obj.insert("new_anomalies".into(), new_anomalies_json(x, y));
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?)
+        }
         Format::Csv => print!("{}", table(&d, true).to_csv()),
         Format::Table => {
             print!("{}", table(&d, all).to_text());
@@ -94,11 +100,33 @@ fn keyed(t: &commlens_core::OpTable, rep: &commlens_analyze::anomaly::AnomalyRep
         .collect()
 }
 
+/// The anomalies of B whose key A does not have, in B's order.
+fn fresh<'b>(a: &[Keyed], b: &'b [Keyed]) -> Vec<&'b Keyed> {
+    let seen: std::collections::HashSet<_> = a.iter().map(|y| &y.key).collect();
+    b.iter().filter(|x| !seen.contains(&x.key)).collect()
+}
+
+/// `--format json`: every anomaly of B that A does not have, whole, with the
+/// communicator's class that keys it across the runs.
+fn new_anomalies_json(a: &[Keyed], b: &[Keyed]) -> serde_json::Value {
+    let list = fresh(a, b)
+        .into_iter()
+        .map(|k| {
+            let mut v = serde_json::to_value(&k.a).unwrap_or(serde_json::Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("class".into(), serde_json::Value::String(k.key.1.clone()));
+            }
+            v
+        })
+        .collect();
+    serde_json::Value::Array(list)
+}
+
 /// The anomalies of B that A does not have.
 fn new_anomalies(a: &[Keyed], b: &[Keyed], label: &str) -> Table {
     const SHOWN: usize = 20;
     let mut t = Table::new(&format!("New anomalies in {label}"), &["time", "rule", "communicator", "kind", "size>", "ranks", "iter>", "observed>", "expected>"]);
-    let fresh: Vec<&Keyed> = b.iter().filter(|x| !a.iter().any(|y| y.key == x.key)).collect();
+    let fresh = fresh(a, b);
     for k in fresh.iter().take(SHOWN) {
         let x = &k.a;
         t.row(vec![
