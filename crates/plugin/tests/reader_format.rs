@@ -8,49 +8,7 @@
 use commlens_core::{DataType, OpKind};
 use commlens_ingest::plugin_out::{decode, trace_to_table};
 use std::path::Path;
-
-fn chunk(thread: u32, recs: &[Vec<u8>]) -> Vec<u8> {
-    let payload: Vec<u8> = recs.concat();
-    let mut v = b"CHNK".to_vec();
-    v.extend(thread.to_le_bytes());
-    v.extend((payload.len() as u32).to_le_bytes());
-    v.extend(0u32.to_le_bytes());
-    v.extend(payload);
-    v
-}
-
-/// A record from its kind, sub byte and little-endian fields.
-fn rec(kind: u8, sub: u8, fields: &[&[u8]]) -> Vec<u8> {
-    let body: Vec<u8> = fields.concat();
-    let mut v = ((body.len() + 4) as u16).to_le_bytes().to_vec();
-    v.extend([kind, sub]);
-    v.extend(body);
-    v
-}
-
-const HDR: &[u8] = b"commlens-plugin v1 host=h1 pid=7 session=2 mono_ns=1000 real_ns=1000000000000\n";
-
-fn string(id: u32, s: &str) -> Vec<u8> {
-    rec(1, 0, &[&id.to_le_bytes(), s.as_bytes()])
-}
-
-fn comm(index: u32, hash: u64, rank: i32, nranks: i32, dev: i32) -> Vec<u8> {
-    #[rustfmt::skip]
-    let f: [&[u8]; 10] = [&index.to_le_bytes(), &hash.to_le_bytes(), &rank.to_le_bytes(), &nranks.to_le_bytes(),
-        &1i32.to_le_bytes(), &5000u64.to_le_bytes(), &dev.to_le_bytes(), &(-1i64).to_le_bytes(), &0u32.to_le_bytes(),
-        &0x1f4fu32.to_le_bytes()];
-    rec(3, 6, &f)
-}
-
-/// START common part: id, parent, comm, rank, flags, t.
-fn start(ty: u8, id: u64, parent: u64, comm: u32, t: u64, payload: &[&[u8]]) -> Vec<u8> {
-    let mut f: Vec<&[u8]> = Vec::new();
-    let (a, b, c, r, fl, tt) =
-        (id.to_le_bytes(), parent.to_le_bytes(), comm.to_le_bytes(), 0i32.to_le_bytes(), [0u8], t.to_le_bytes());
-    f.extend([&a[..], &b[..], &c[..], &r[..], &fl[..], &tt[..]]);
-    f.extend(payload);
-    rec(5, ty, &f)
-}
+use commlens_testdata::clp::{chunk, comm, rec, start, string, HDR};
 
 #[test]
 fn rejects_other_versions_and_other_files() {

@@ -9,6 +9,8 @@
 //! captures the `print!` macros) and appends a line to
 //! `target/skipped-checks.txt`, which `.ci/run` summarises at the end.
 
+pub mod clp;
+
 use std::io::Write;
 use std::path::PathBuf;
 

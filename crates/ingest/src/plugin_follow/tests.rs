@@ -8,52 +8,7 @@ use super::*;
 use crate::plugin_out::trace_to_table;
 use commlens_core::{CollOp, OpKind};
 use std::io::Write;
-
-fn chunk(thread: u32, recs: &[Vec<u8>]) -> Vec<u8> {
-    let payload: Vec<u8> = recs.concat();
-    let mut v = b"CHNK".to_vec();
-    v.extend(thread.to_le_bytes());
-    v.extend((payload.len() as u32).to_le_bytes());
-    v.extend(0u32.to_le_bytes());
-    v.extend(payload);
-    v
-}
-
-fn rec(kind: u8, sub: u8, fields: &[&[u8]]) -> Vec<u8> {
-    let body: Vec<u8> = fields.concat();
-    let mut v = ((body.len() + 4) as u16).to_le_bytes().to_vec();
-    v.extend([kind, sub]);
-    v.extend(body);
-    v
-}
-
-const HDR: &[u8] =
-    b"commlens-plugin v1 host=h1 pid=7 session=2 mono_ns=1000 real_ns=1000000000000\n";
-
-fn string(id: u32, s: &str) -> Vec<u8> {
-    rec(1, 0, &[&id.to_le_bytes(), s.as_bytes()])
-}
-
-fn comm(index: u32, hash: u64, rank: i32, dev: i32) -> Vec<u8> {
-    #[rustfmt::skip]
-    let f: [&[u8]; 10] = [&index.to_le_bytes(), &hash.to_le_bytes(), &rank.to_le_bytes(), &2i32.to_le_bytes(),
-        &1i32.to_le_bytes(), &5000u64.to_le_bytes(), &dev.to_le_bytes(), &(-1i64).to_le_bytes(), &0u32.to_le_bytes(),
-        &0x1f4fu32.to_le_bytes()];
-    rec(3, 6, &f)
-}
-
-fn start(ty: u8, id: u64, parent: u64, comm: u32, t: u64, payload: &[&[u8]]) -> Vec<u8> {
-    let (a, b, c, r, tt) = (
-        id.to_le_bytes(),
-        parent.to_le_bytes(),
-        comm.to_le_bytes(),
-        0i32.to_le_bytes(),
-        t.to_le_bytes(),
-    );
-    let mut f: Vec<&[u8]> = vec![&a, &b, &c, &r, &[0u8], &tt];
-    f.extend(payload);
-    rec(5, ty, &f)
-}
+use commlens_testdata::clp::{chunk, comm, rec, start, string, HDR};
 
 fn coll_api(id: u64, comm: u32, t: u64, func: u32, count: u64, dtype: u32) -> Vec<u8> {
     #[rustfmt::skip]
@@ -119,8 +74,8 @@ fn job(n: u64, with_end: bool) -> Vec<u8> {
         string(4, "AllGather"),
         string(5, "SIMPLE"),
         string(6, "ncclInt8"),
-        comm(1, 0xc0, 0, 0),
-        comm(2, 0xc0, 1, 1),
+        comm(1, 0xc0, 0, 2, 0),
+        comm(2, 0xc0, 1, 2, 1),
     ];
     f.extend(chunk(0, &cold));
     let (user, proxy) = (1u64 << 40, 2u64 << 40);
@@ -337,7 +292,7 @@ fn a_later_plan_retires_operations_whose_kernels_were_not_reported() {
         &[
             string(1, "AllReduce"),
             string(2, "ncclFloat32"),
-            comm(1, 0xc0, 0, 0),
+            comm(1, 0xc0, 0, 2, 0),
         ],
     ));
     let u = 1u64 << 40;
