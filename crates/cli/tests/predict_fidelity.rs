@@ -76,13 +76,13 @@ fn predicted_busbw_against_every_real_nccl_tests_table() {
     );
     assert!(files_with_tables >= 10, "expected the real nccl-tests outputs and logs with tables");
     assert!(n_all >= 100, "expected ≥ 100 scored rows, got {n_all}");
-    // The issue's targets are 10 % (≥ 64 MiB) and 25 % (all sizes). The first is
-    // missed by about half a point (10.5 %): four of the 78 large rows are
-    // unknowable from their files (a 25 Gb/s RoCE pair without GPUDirect, a
-    // faulty H100 pair, GPUDirect-TCPXO read as InfiniBand), and NVLink-bridged
-    // A100s ramp to their peak more slowly than the model. This guards the
-    // figures reached against regression; the printed medians are the record.
-    println!("issue targets: ≥ 64 MiB ≤ 10 %, all sizes ≤ 25 %");
-    assert!(m_big <= 0.11, "median |error| for sizes ≥ 64 MiB is {:.1} % (guard 11 %)", m_big * 100.0);
+    // The issue's bounds: 10 % for sizes ≥ 64 MiB, 25 % over all sizes. Rows
+    // known to be far off for reasons their files don't show stay in the median
+    // (a 25 Gb/s RoCE pair without GPUDirect through a debug-instrumented NCCL,
+    // a faulty H100 pair, GPUDirect-TCPXO read as InfiniBand, NVLink-bridged
+    // A100s ramping to their peak more slowly than any latency + bytes/bandwidth
+    // curve).
+    println!("issue bounds: ≥ 64 MiB ≤ 10 %, all sizes ≤ 25 %");
+    assert!(m_big <= 0.10, "median |error| for sizes ≥ 64 MiB is {:.1} % (bound 10 %)", m_big * 100.0);
     assert!(m_all <= 0.25, "median |error| over all sizes is {:.1} % (bound 25 %)", m_all * 100.0);
 }

@@ -106,6 +106,15 @@ impl GpuSpec {
         self.nvlink_links as f64 * self.nccl_nvlink_bw
     }
 
+    /// A superchip GPU joined to its Grace CPU by NVLink-C2C (GH200, GB200):
+    /// its NICs hang off the CPU's PCIe root, so NCCL's path from GPU to NIC
+    /// goes through the CPU (`PHB`) — NVIDIA: on GH200/GB200 "the NIC was
+    /// accessed through a CPU" (NCCL issue 1579); the C2C path type `P2C`
+    /// stays off unless `NCCL_PXN_C2C=1` (2.27.5 release notes).
+    pub fn nic_behind_cpu(&self) -> bool {
+        matches!(self.name, "GH200" | "GB200")
+    }
+
     /// Nominal one-direction PCIe x16 bandwidth of the GPU, GB/s.
     pub fn pcie_gb_s(&self) -> f64 {
         pcie_x16_gb_s(self.pcie_gen)

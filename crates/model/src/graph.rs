@@ -5,7 +5,11 @@
 //! stand for it, snapped to NCCL's speed ladders (`speedArrayIntra/Inter` and
 //! their sm90/sm100 variants) and duplicated the way `ncclTopoDupChannels`
 //! does. When a log prints the search results, use those instead
-//! ([`crate::tuner::Graph`] from `SearchGraph`): they are exact.
+//! ([`crate::tuner::Graph`] from `SearchGraph`): they are exact. The
+//! GPU-to-NIC path type, which decides whether NCCL enables LL128 across
+//! nodes, follows the NIC's placement: under the GPU's PCIe switch
+//! (rail-aligned: `PIX`), reached over NVLink through a peer GPU (`PXN`), or
+//! behind the CPU (Grace superchips, unaligned NICs: `PHB`).
 
 use commlens_core::LinkKind;
 
@@ -106,7 +110,9 @@ pub fn graphs_for(c: &Cluster, nranks: u32, nnodes: u32) -> (CommShape, [Option<
         nch = nics;
         bw_inter = speed;
         bw_intra = speed;
-        type_inter = if c.nics.rail_aligned || ppn == 1 {
+        type_inter = if c.gpu.nic_behind_cpu() {
+            LinkKind::Phb
+        } else if c.nics.rail_aligned || ppn == 1 {
             LinkKind::Pix
         } else if sm >= 90 && nvlink {
             LinkKind::Pxn
@@ -177,4 +183,32 @@ pub fn graphs_for(c: &Cluster, nranks: u32, nnodes: u32) -> (CommShape, [Option<
         nvls_channels,
     };
     (shape, graphs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::{Predictor, DEFAULT_VERSION};
+    use crate::presets::preset;
+    use crate::tuner::NcclEnv;
+    use commlens_core::{OpKind, Protocol};
+
+    /// GH200 reaches its NICs through the Grace CPU (NCCL path PHB), so NCCL
+    /// keeps LL128 off across nodes there; inside one node (NVLink only) and on
+    /// a DGX H100 (NIC under the GPU's PCIe switch) it stays on.
+    #[test]
+    fn nic_behind_the_cpu_turns_ll128_off_across_nodes() {
+        let gh = preset("gh200-slingshot").unwrap();
+        let (_, g) = graphs_for(&gh, 16, 4);
+        assert_eq!(g[1].as_ref().unwrap().type_inter, LinkKind::Phb);
+        let ll128_used = |c: &crate::Cluster, ranks: u32, nodes: u32| {
+            let p = Predictor::new(c, ranks, nodes, DEFAULT_VERSION, NcclEnv::default());
+            (10..30).any(|e| p.predict(OpKind::AllReduce, 1u64 << e).proto == Some(Protocol::Ll128))
+        };
+        assert!(!ll128_used(&gh, 16, 4));
+        assert!(ll128_used(&gh, 4, 1));
+        let h100 = preset("dgx-h100").unwrap();
+        assert_eq!(graphs_for(&h100, 16, 2).1[1].as_ref().unwrap().type_inter, LinkKind::Pix);
+        assert!(ll128_used(&h100, 16, 2));
+    }
 }

@@ -19,7 +19,8 @@ use serde::Serialize;
 use crate::cluster::{Cluster, LinkClass};
 use crate::graph::{graphs_for, nccl_intra_bw};
 use crate::tuner::{tune, tuner_bytes, Choice, Graph, NcclEnv, TuneInput, TuneTable};
-use crate::tuner::tables::N_ALGOS;
+use crate::tuner::tables::{hw_lat, Epoch, HW_NET, HW_NVLINK, HW_PCI, N_ALGOS};
+use crate::tuner::{algo_index, proto_index};
 
 /// The largest communicator the model times (16 M ranks, two orders of
 /// magnitude above the largest jobs run): a log declaring more is damaged,
@@ -72,6 +73,9 @@ pub struct Predictor {
     /// Per-GPU intra-node bandwidth as NCCL rates it, GB/s, and its link class.
     intra_bw: f64,
     intra_class: LinkClass,
+    /// NCCL's ring graph shares its channels between rings (then its tuner
+    /// charges a chained Broadcast/Reduce one hop; see [`Predictor::chain_hops_us`]).
+    ring_same_channels: bool,
 }
 
 impl Predictor {
@@ -91,10 +95,11 @@ impl Predictor {
     ) -> Predictor {
         let (nranks, nnodes) = (shape.nranks.max(1), shape.nnodes.clamp(1, shape.nranks.max(1)));
         let ppn = (nranks / nnodes).max(1);
+        let ring_same_channels = graphs[1].as_ref().is_none_or(|g| g.same_channels);
         let table = tune(&TuneInput { version, shape, graphs, env });
         let (intra_bw, _, intra_class) =
             if ppn > 1 { nccl_intra_bw(cluster, ppn) } else { (f64::INFINITY, commlens_core::LinkKind::Loc, LinkClass::NvLink) };
-        Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class }
+        Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class, ring_same_channels }
     }
 
     /// A predictor for one communicator of a table: NCCL's own search graphs
@@ -252,11 +257,8 @@ impl Predictor {
     /// assume adds on every inter-node step.
     fn physical_latency(&self, kind: OpKind, algo: Algorithm, proto: Protocol, tuner_lat: f64) -> f64 {
         let mut tuner_lat = tuner_lat;
-        if matches!(kind, OpKind::Broadcast | OpKind::Reduce) {
-            // NCCL charges a chained Broadcast/Reduce one hop when its rings share
-            // channels; the data still crosses n − 1 hops before the last rank has it.
-            let hop = if self.nnodes > 1 { 2.7 } else if self.intra_class == LinkClass::NvLink { 0.6 } else { 1.0 };
-            tuner_lat += (self.nranks as f64 - 2.0).max(0.0) * hop;
+        if matches!(kind, OpKind::Broadcast | OpKind::Reduce) && algo == Algorithm::Ring {
+            tuner_lat += self.chain_hops_us(proto);
         }
         let e = &self.cluster.efficiency;
         let scale = if proto == Protocol::Simple { e.latency_scale_simple } else { e.latency_scale };
@@ -272,6 +274,27 @@ impl Predictor {
             lat += extra * steps;
         }
         lat
+    }
+
+    /// What a chained Broadcast/Reduce's latency lacks in NCCL's tuner, µs (NCCL's
+    /// units, before scaling): when its rings share channels NCCL charges one hop,
+    /// but the data still crosses all n − 1 hops of the chain before the last rank
+    /// has it, each at NCCL's per-step latency for that hop's hardware and the
+    /// chosen protocol (Simple waits for a whole step at every hop, so its hops cost
+    /// several times LL's). When the rings do not share channels NCCL already
+    /// charges every step.
+    fn chain_hops_us(&self, proto: Protocol) -> f64 {
+        if !self.ring_same_channels || self.nranks < 2 {
+            return 0.0;
+        }
+        let hw = hw_lat(Epoch::of(self.table.version));
+        let (ring, p) = (algo_index(Algorithm::Ring), proto_index(proto));
+        let intra_hw = if self.intra_class == LinkClass::NvLink { HW_NVLINK } else { HW_PCI };
+        let hops = (self.nranks - 1) as f64;
+        let inter_hops = (self.nnodes.saturating_sub(1) as f64).min(hops);
+        let charged = hw[if self.nnodes > 1 { HW_NET } else { intra_hw }][ring][p];
+        let crossed = (hops - inter_hops) * hw[intra_hw][ring][p] + inter_hops * hw[HW_NET][ring][p];
+        (crossed - charged).max(0.0)
     }
 
     /// AllToAll and Send/Recv: grouped point-to-point transfers on all channels.
@@ -334,6 +357,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A chained Reduce/Broadcast pays NCCL's per-hop latency of its protocol at
+    /// every hop of the chain: four more NVLink hops cost 4 × 3.4 µs (Simple) or
+    /// 4 × 0.6 µs (LL) in NCCL's units, scaled like the rest of the latency.
+    #[test]
+    fn chained_reduce_pays_every_hop_at_its_protocols_rate() {
+        let c = preset("dgx-a100").unwrap();
+        let lat = |ranks: u32, proto: &str, kind: OpKind| {
+            let env = NcclEnv { proto: Some(proto.into()), algo: Some("Ring".into()), ..NcclEnv::default() };
+            let p = Predictor::new(&c, ranks, 1, DEFAULT_VERSION, env);
+            let r = p.predict(kind, 8);
+            assert_eq!(r.proto.map(|p| p.name()), Some(proto.to_ascii_uppercase()).as_deref(), "{proto}");
+            r.time_us
+        };
+        let e = &c.efficiency;
+        for kind in [OpKind::Reduce, OpKind::Broadcast] {
+            let simple = lat(8, "Simple", kind) - lat(4, "Simple", kind);
+            let ll = lat(8, "LL", kind) - lat(4, "LL", kind);
+            assert!((simple - 4.0 * 3.4 * e.latency_scale_simple).abs() < 1e-3, "{kind:?} Simple: {simple}");
+            assert!((ll - 4.0 * 0.6 * e.latency_scale).abs() < 1e-3, "{kind:?} LL: {ll}");
         }
     }
 

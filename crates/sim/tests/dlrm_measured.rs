@@ -181,6 +181,38 @@ fn dlrm_8rank_simulated_against_measured() {
             i, format!("{:?}", c0.kind.expect("kind")), c0.bytes.expect("bytes"), km, ks, 100.0 * (ks - km) / km, net_m, net_s, 100.0 * en
         );
     }
+    // Where the model's time of each collective comes from (the analytical network's
+    // figure): the per-call launch cost, the rest of its zero-byte latency, and the
+    // bytes. Its launch and per-peer latency were fitted on nccl-tests tables, one of
+    // them driving all eight GPUs from one thread, so they hold host time that a
+    // one-process-per-GPU job's kernels do not show.
+    let cluster = {
+        let mut c = preset("dgx-v100").expect("preset");
+        c.nodes = 1;
+        c
+    };
+    let model = commlens_model::Predictor::new(&cluster, 8, 1, DEFAULT_VERSION, NcclEnv::default());
+    println!("\nmodel time per collective (dgx-v100, 8 ranks): launch + latency (rest of a zero-byte call, as the simulator splits it) + bytes = total");
+    println!("{:>2} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10}", "i", "kind", "bytes", "launch", "latency", "bytes_us", "total", "algo/proto");
+    for i in 0..n {
+        let c0 = &meas[0].colls[i];
+        let (kind, bytes) = (c0.kind.expect("kind"), c0.bytes.expect("bytes"));
+        let size = commlens_sim::analytical::tests_size(kind, bytes, 8);
+        let full = model.predict(kind, size);
+        let empty = model.predict(kind, 0);
+        let launch = cluster.efficiency.launch_us;
+        println!(
+            "{:>2} {:>9} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10}",
+            i,
+            format!("{kind:?}"),
+            bytes,
+            launch,
+            empty.time_us - launch,
+            full.time_us - empty.time_us,
+            full.time_us,
+            format!("{}/{}", full.algo.map_or("p2p", |a| a.name()), full.proto.map_or("-", |p| p.name()))
+        );
+    }
     let med_kernel = median(e_kernel);
     let med_net = median(e_net);
     println!(
