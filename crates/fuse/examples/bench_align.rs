@@ -9,12 +9,19 @@
 //! growth during the call, measured by a counting allocator (inputs excluded),
 //! and the process's peak RSS.
 //!
+//! Then the whole run (4 ranks) aligned rank by rank ([`align_ranks`]) and
+//! jointly ([`align_run`]: peers' kernels stand in for lost ones), on one
+//! thread each, with GPU start times only (no launch times), with the ratio.
+//!
 //! Run: `scripts/bench-align` (release). Options: `--sizes 10000,100000,1000000`
-//! `--nw-sizes 2000,5000,10000`.
+//! `--nw-sizes 2000,5000,10000` `--joint-sizes 10000,100000`.
 
 use commlens_fuse::metrics::score_alignment;
-use commlens_fuse::synth::{generate_rank, MegatronConfig, RankTrace};
-use commlens_fuse::{align_rank, align_rank_thesis, AlignConfig, Alignment};
+use commlens_fuse::metrics::Prf;
+use commlens_fuse::synth::{generate, generate_rank, MegatronConfig, RankTrace};
+use commlens_fuse::{
+    align_rank, align_rank_thesis, align_ranks, align_run, AlignConfig, Alignment, RankInput,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -168,8 +175,65 @@ fn main() {
             big.peak as f64 / (1 << 20) as f64
         );
     }
+    joint(&list(&args, "--joint-sizes", &[10_000, 100_000]));
     println!(
         "peak RSS of the whole run (inputs included): {:.0} MiB",
         peak_rss_mib()
     );
+}
+
+/// Per-rank against joint alignment of a whole run, one thread each.
+fn joint(sizes: &[usize]) {
+    let cfg = AlignConfig {
+        parallel: false,
+        ..AlignConfig::default()
+    };
+    println!("\nwhole run (4 ranks), GPU start times only, one thread");
+    println!(
+        "{:<22} {:>9} {:>9} {:>12} {:>10} {:>7}",
+        "aligner", "ops/rank", "seconds", "ops/s", "peak MiB", "F1"
+    );
+    for &n in sizes {
+        let run = generate(&MegatronConfig {
+            seed: 42,
+            ops_per_rank: n,
+            kernel_drop: 0.2,
+            log_drop: 0.2,
+            kernel_launch_times: false,
+            ..MegatronConfig::default()
+        });
+        let f1 = |a: &[Alignment]| {
+            run.iter()
+                .zip(a)
+                .fold(Prf::default(), |acc, (r, a)| {
+                    acc + score_alignment(a, &r.truth)
+                })
+                .f1()
+        };
+        let pairs: Vec<(&[_], &[_])> = run.iter().map(|r| (&r.logs[..], &r.kernels[..])).collect();
+        let (per, s1, p1) = measure(|| align_ranks(&pairs, &cfg));
+        let inputs: Vec<RankInput> = run
+            .iter()
+            .map(|r| RankInput {
+                logs: &r.logs,
+                kernels: &r.kernels,
+                comm_groups: &r.comm_groups,
+            })
+            .collect();
+        let (joint, s2, p2) = measure(|| align_run(&inputs, &cfg));
+        let ops = (n * run.len()) as f64;
+        for (name, a, secs, peak) in [("per rank", &per, s1, p1), ("joint", &joint, s2, p2)] {
+            println!(
+                "{name:<22} {n:>9} {secs:>9.3} {:>12.0} {:>10.1} {:>7.4}",
+                ops / secs,
+                peak as f64 / (1 << 20) as f64,
+                f1(a)
+            );
+        }
+        println!(
+            "{:<22} {n:>9}   joint takes {:.2}x the time of per rank",
+            "  ratio",
+            s2 / s1
+        );
+    }
 }

@@ -9,7 +9,10 @@
 //!    processes that wrote the log), then the global rank the trace names, then
 //!    host and CUDA device. Trace ranks and devices left over are reported,
 //!    never guessed at.
-//! 2. **alignment**: [`crate::align_ranks`] over the paired ranks in parallel.
+//! 2. **alignment**: [`crate::align_run`] over the paired ranks together (in
+//!    parallel): each rank's records of a logical communicator are tied to its
+//!    peers' through the table's logical communicators, so a kernel one trace
+//!    lost is placed by its peers' kernels.
 //! 3. **attachment**: each matched log record gets its kernel's [`GpuSpan`] and
 //!    `KernelInfo` (a batched or fused kernel is attached to every record it
 //!    executed); the match's confidence is kept beside the table, unmatched
@@ -20,7 +23,7 @@
 //! in the trace's clock; synchronisation across ranks is the analysis's job
 //! (`analyze::clock`).
 
-use crate::align::{align_ranks, AlignConfig, Alignment, MatchShape};
+use crate::align::{align_run, AlignConfig, Alignment, MatchShape, RankInput};
 use crate::entry::{KernelEntry, KernelKind, LogEntry};
 use commlens_core::model::DevIdx;
 use commlens_core::{GpuSpan, OpTable};
@@ -231,6 +234,9 @@ pub fn kernel_entry(k: &NcclKernel, base_ns: i64, use_launch: bool) -> KernelEnt
     e
 }
 
+/// One paired rank's aligner inputs: records, kernels, `(handle, logical communicator)`.
+type RankOwned = (Vec<LogEntry>, Vec<KernelEntry>, Vec<(u64, u64)>);
+
 /// Aligns every paired rank and attaches the kernels to the table's operations.
 /// Operations that already carry a GPU span (a plugin source) keep it.
 pub fn fuse_traces(table: &mut OpTable, traces: &[KernelTrace], cfg: &FuseConfig) -> Result<FuseReport, FuseError> {
@@ -241,20 +247,35 @@ pub fn fuse_traces(table: &mut OpTable, traces: &[KernelTrace], cfg: &FuseConfig
             trace_ranks: traces.iter().map(|t| t.ranks.len()).sum(),
         });
     }
-    let inputs: Vec<(Vec<LogEntry>, Vec<KernelEntry>)> = pairings
+    let inputs: Vec<RankOwned> = pairings
         .iter()
         .map(|p| {
-            let logs = LogEntry::from_coll_ops(&table.per_rank[p.dev.ix()]);
+            let ops = &table.per_rank[p.dev.ix()];
+            let logs = LogEntry::from_coll_ops(ops);
             let kernels = traces[p.trace].ranks[p.rank]
                 .kernels
                 .iter()
                 .map(|k| kernel_entry(k, traces[p.trace].base_time_ns, !cfg.ignore_launch_times))
                 .collect();
-            (logs, kernels)
+            // `LogEntry::comm` is the handle index; its logical communicator ties the members.
+            let mut handles = std::collections::HashSet::new();
+            let groups: Vec<(u64, u64)> = ops
+                .iter()
+                .filter(|o| handles.insert(o.comm.0))
+                .filter_map(|o| Some((u64::from(o.comm.0), u64::from(table.comm(o.comm).logical?.0))))
+                .collect();
+            (logs, kernels, groups)
         })
         .collect();
-    let refs: Vec<(&[LogEntry], &[KernelEntry])> = inputs.iter().map(|(l, k)| (&l[..], &k[..])).collect();
-    let alignments = align_ranks(&refs, &cfg.align);
+    let refs: Vec<RankInput> = inputs
+        .iter()
+        .map(|(l, k, g)| RankInput {
+            logs: l,
+            kernels: k,
+            comm_groups: g,
+        })
+        .collect();
+    let alignments = align_run(&refs, &cfg.align);
 
     let mut report = FuseReport {
         confidence: table.per_rank.iter().map(|o| vec![None; o.len()]).collect(),

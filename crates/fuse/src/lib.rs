@@ -27,8 +27,8 @@ pub mod metrics;
 pub mod synth;
 
 pub use align::{
-    align_rank, align_rank_thesis, align_ranks, needleman_wunsch, AlignConfig, Alignment, Match,
-    MatchShape,
+    align_rank, align_rank_thesis, align_ranks, align_run, needleman_wunsch, AlignConfig,
+    Alignment, Match, MatchShape, RankInput,
 };
 pub use entry::{parse_kernel_name, KernelEntry, KernelKind, LogEntry};
 pub use join::{fuse_traces, FuseConfig, FuseError, FuseReport};

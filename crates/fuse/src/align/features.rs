@@ -12,6 +12,7 @@
 //! | timing | `timing_bonus − |r|/σ` (floored at `timing_floor` = −6: a pair whose every other feature agrees must beat leaving both unmatched even when its lag is far off — on real Kineto traces the CPU-call-to-launch lag of large AllToAlls varies by milliseconds; at −12 the fused recall there was 0.6) | | a launch-time lag model exists; `r` = kernel launch − record time − predicted lag |
 //! | timing (start only) | | `−(|r|/σ − 1)` when the kernel would start `σ` before the lower envelope | only GPU start times exist |
 //! | causality | | forbidden | a clock offset is configured and the kernel starts before the record (beyond a tolerance) |
+//! | consensus | `+consensus` | `−consensus` (× 0.4 beside a launch-time lag model) | [`super::align_run`] placed the record's call on a kernel of this rank (or a stand-in) by its peers' kernels |
 //! | opCount (p2p groups) | `+op_count_same` per member | `−op_count_differs` | both members of a fused group carry one |
 //!
 //! *Transitions* ([`Priors`]) are log-probabilities of a kernel explaining one
@@ -47,6 +48,8 @@ pub struct FeatureWeights {
     /// Per extra member of a p2p group: same `opCount` as the member before it / a different one.
     pub op_count_same: f32,
     pub op_count_differs: f32,
+    /// The record's peers place it on this kernel / on another one ([`super::consensus`]).
+    pub consensus: f32,
 }
 
 impl Default for FeatureWeights {
@@ -64,6 +67,7 @@ impl Default for FeatureWeights {
             timing_floor: -6.0,
             op_count_same: 1.0,
             op_count_differs: 4.0,
+            consensus: 2.5,
         }
     }
 }
@@ -178,7 +182,19 @@ pub struct Scorer<'a> {
     pub(super) kgap_rows: Vec<u8>,
     /// Added to the record-gap prior per column ([`super::gaps::log_gap_cols`]).
     pub(super) lgap_cols: Vec<f32>,
+    /// Per record, the caller's kernel index its peers place it on
+    /// ([`super::consensus`]); [`NO_HINT`] where they say nothing; empty without peers.
+    pub hints: Vec<u32>,
+    /// Weight of a hint: `w.consensus`, less where a two-sided launch-time
+    /// model already places records ([`Scorer::set_lag`]).
+    hint_weight: f32,
 }
+
+/// Share of the hint weight kept beside a launch-time lag model.
+const LAUNCHED_HINT_SHARE: f32 = 0.4;
+
+/// No consensus hint for a record.
+pub const NO_HINT: u32 = u32::MAX;
 
 impl<'a> Scorer<'a> {
     pub fn new(
@@ -234,6 +250,8 @@ impl<'a> Scorer<'a> {
                 .collect(),
             kgap_rows: Vec::new(),
             lgap_cols: Vec::new(),
+            hints: Vec::new(),
+            hint_weight: w.consensus,
         }
         .with_gap_evidence()
     }
@@ -246,6 +264,14 @@ impl<'a> Scorer<'a> {
             .collect();
         self.lgap_cols = gaps::log_gap_cols(&self.ks, &ends);
         self
+    }
+
+    /// Sets the lag model; a two-sided (launch-time) one places records by
+    /// itself, and the peers' hints count for `LAUNCHED_HINT_SHARE` of their weight.
+    pub fn set_lag(&mut self, lag: Option<LagModel>) {
+        let two_sided = lag.as_ref().is_some_and(|l| !l.one_sided);
+        self.hint_weight = self.w.consensus * if two_sided { LAUNCHED_HINT_SHARE } else { 1.0 };
+        self.lag = lag;
     }
 
     pub fn n_logs(&self) -> usize {
@@ -326,6 +352,15 @@ impl<'a> Scorer<'a> {
             s += agree(l.algo, k.algo, w.tune, w.tune_mismatch)
                 + agree(l.proto, k.proto, w.tune, w.tune_mismatch);
             s += self.size_term(l.bytes, k.bytes);
+        }
+        if let Some(&h) = self.hints.get(i) {
+            if h != NO_HINT {
+                s += if h == self.kern_idx[j] {
+                    self.hint_weight
+                } else {
+                    -self.hint_weight
+                };
+            }
         }
         if l.ts != NO_TIME {
             if let Some((offset, tol)) = self.causality {

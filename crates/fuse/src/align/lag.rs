@@ -43,8 +43,8 @@ pub fn launch_offset(votes: &[f64], min_sigma_ns: f64) -> Option<(f64, f64)> {
 /// Launch-clock model of one stream around the rank's `(offset, spread)`: the
 /// first-pass `(record position, lag)` points (sorted by position) within
 /// `max(10·spread, 20 µs)` of the offset are inliers; with at least
-/// `min_points` of them a running median follows drift, otherwise the offset is
-/// used as is.
+/// `min_points` of them, and at least half the points, a running median
+/// follows drift, otherwise the offset is used as is.
 pub fn fit_launch(
     points: &[(u32, f64)],
     offset: (f64, f64),
@@ -60,9 +60,16 @@ pub fn fit_launch(
         .copied()
         .filter(|p| (p.1 - mode).abs() <= keep)
         .collect();
-    let (pred_ns, sigma_ns) =
+    // A first pass whose pairs are mostly off the offset is mostly wrong, and
+    // its few inliers are near the offset by chance: their running median
+    // would bend the model away from it.
+    let fitted = if inliers.len() * 2 >= points.len() {
         running_median(&inliers, n_logs, half_window, min_sigma_ns, min_points)
-            .unwrap_or_else(|| (vec![mode; n_logs], sigma0.max(min_sigma_ns)));
+    } else {
+        None
+    };
+    let (pred_ns, sigma_ns) =
+        fitted.unwrap_or_else(|| (vec![mode; n_logs], sigma0.max(min_sigma_ns)));
     LagModel {
         pred_ns,
         sigma_ns,
@@ -248,6 +255,25 @@ mod tests {
         assert!(m.from_launch && !m.one_sided);
         let few = fit_launch(&pts[..3], off, 10, 7, 2_000.0, 8);
         assert_eq!(few.pred_ns, vec![off.0; 10]);
+    }
+
+    #[test]
+    fn a_mostly_wrong_first_pass_does_not_bend_the_launch_model() {
+        // 70% of the pairs are far off; the rest are within the inlier band
+        // only by chance, 9 µs from the voted offset.
+        let pts: Vec<(u32, f64)> = (0..100u32)
+            .map(|i| (i, if i % 10 < 7 { 300_000.0 } else { 16_000.0 }))
+            .collect();
+        let m = fit_launch(&pts, (7_000.0, 2_000.0), 100, 7, 2_000.0, 8);
+        assert!(
+            m.pred_ns.iter().all(|&p| p == 7_000.0),
+            "{:?}",
+            &m.pred_ns[..5]
+        );
+        // Mostly right: the running median follows them.
+        let good: Vec<(u32, f64)> = (0..100u32).map(|i| (i, 9_000.0)).collect();
+        let m = fit_launch(&good, (7_000.0, 2_000.0), 100, 7, 2_000.0, 8);
+        assert!(m.pred_ns.iter().all(|&p| p == 9_000.0));
     }
 
     #[test]

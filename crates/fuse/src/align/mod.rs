@@ -8,11 +8,16 @@
 //!   fusion, 2:1 batching), timing, a windowed, banded DP whose working memory
 //!   does not grow with the sequences.
 //!
+//! * [`align_run`] (module [`consensus`]): all ranks of a run together; a
+//!   kernel a rank's trace lost is located by its peers' kernels of the same
+//!   collective (they end together), and stands in for it while the rank is aligned.
+//!
 //! Internals: [`signature`] (features folded into bytes), [`features`]
 //! (emission and transition scores), [`gaps`] (where gaps belong), [`window_dp`]
 //! (the windowed dynamic program), [`lag`] (log-to-kernel delay model),
 //! [`streams`] (pairing log queues with trace streams).
 
+pub mod consensus;
 pub mod features;
 pub mod gaps;
 pub mod lag;
@@ -23,6 +28,7 @@ pub mod streams;
 pub mod window_dp;
 
 pub use needleman_wunsch::{align_rank_thesis, needleman_wunsch, NwAlignment, NwParams, NwStep};
+pub use consensus::{align_run, RankInput};
 pub use production::{align_rank, align_ranks, AlignConfig};
 
 /// Most log records one kernel can explain (a fused point-to-point group).

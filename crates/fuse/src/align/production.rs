@@ -80,8 +80,18 @@ impl Default for AlignConfig {
 }
 
 /// Aligns one rank's log records (in log order) with its kernels (any order).
-/// Aligns one rank's log records (in log order) with its kernels (any order).
 pub fn align_rank(logs: &[LogEntry], kernels: &[KernelEntry], cfg: &AlignConfig) -> Alignment {
+    align_rank_hinted(logs, kernels, &[], cfg)
+}
+
+/// [`align_rank`] with, per record, the kernel its peers place it on
+/// (`hints[i]`, [`super::features::NO_HINT`] for none; empty: no hints).
+pub(super) fn align_rank_hinted(
+    logs: &[LogEntry],
+    kernels: &[KernelEntry],
+    hints: &[u32],
+    cfg: &AlignConfig,
+) -> Alignment {
     let tasks = streams::plan(logs, kernels, cfg.per_stream, cfg.min_stream_similarity);
     let mut work: Vec<StreamWork> = tasks
         .iter()
@@ -95,6 +105,9 @@ pub fn align_rank(logs: &[LogEntry], kernels: &[KernelEntry], cfg: &AlignConfig)
                 cfg.allow_batching,
             );
             s.causality = cfg.clock_offset_ns.map(|o| (o, cfg.causality_tolerance_ns));
+            if !hints.is_empty() {
+                s.hints = t.log_idx.iter().map(|&i| hints[i as usize]).collect();
+            }
             StreamWork {
                 task: t,
                 scorer: s,
@@ -203,7 +216,7 @@ impl StreamWork<'_> {
                 }
                 RankClock::Start(env) => lag::fit_envelope(env, s.n_logs(), cfg.min_lag_sigma_ns),
             });
-            self.scorer.lag = lag;
+            self.scorer.set_lag(lag);
             self.groups = window_dp::align_stream(&self.scorer, &cfg.window);
         }
     }

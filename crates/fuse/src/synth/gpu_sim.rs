@@ -1,11 +1,13 @@
-//! The per-rank simulation behind [`super::megatron`]: a CPU clock, a GPU
+//! The simulation behind [`super::megatron`]: a CPU clock, a GPU
 //! compute stream and one stream per communicator, emitting log records and
 //! kernels with their true mapping, then applying drops and clock domains.
 //!
 //! Each collective: CPU overhead, one record (two on a 2:1 rank, 1–4 µs apart),
 //! a launch call 1–3 µs later, a kernel that starts when its stream is free,
-//! its input is computed and the launch latency has passed; blocking ones hold
-//! the compute stream until they end. Each point-to-point group: one record per
+//! its input is computed and the launch latency has passed, and that ends when
+//! every member of its communicator has started it plus this rank's transfer
+//! time ([`super::world::run_world`] steps all ranks' programs together for that); blocking
+//! ones hold the compute stream until they end. Each point-to-point group: one record per
 //! Send/Recv sharing an `opCount`, one SendRecv kernel after the last record
 //! (plus, sometimes, an unlogged one). AllReduce records sometimes have no
 //! kernel. Kernel names sometimes say Generic or another protocol; records
@@ -13,6 +15,7 @@
 
 use super::megatron::{MegatronConfig, RankTrace};
 use super::rng::Rng;
+use super::world::group_of;
 use crate::entry::{KernelEntry, KernelKind, LogEntry};
 use commlens_core::{Algorithm, DataType, OpKind, Protocol, RedOp};
 
@@ -35,7 +38,6 @@ pub(super) struct Sim<'a> {
     pub(super) cfg: &'a MegatronConfig,
     pub(super) rng: Rng,
     pub(super) rank: usize,
-    pub(super) stage: usize,
     pub(super) batching: bool,
     pub(super) cpu: i64,
     pub(super) gpu: i64,
@@ -62,7 +64,6 @@ impl<'a> Sim<'a> {
             cfg,
             rng,
             rank,
-            stage: (rank / cfg.tp) % cfg.pp,
             batching: cfg.batching && cfg.tp > 1 && rank % cfg.tp == 0,
             cpu: 0,
             gpu: 0,
@@ -107,6 +108,10 @@ impl<'a> Sim<'a> {
         (Some(algo), Some(proto))
     }
 
+    /// A collective's CPU side and its kernel up to its start: `None` when the
+    /// rank is done or the record has no kernel; else the kernel waiting for
+    /// its end ([`Self::complete`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn coll(
         &mut self,
         c: usize,
@@ -115,10 +120,7 @@ impl<'a> Sim<'a> {
         redop: Option<RedOp>,
         count: u64,
         blocking: bool,
-    ) {
-        if self.done() {
-            return;
-        }
+    ) -> Option<Pending> {
         self.cpu += self.us(5, 40);
         let bytes = count * dtype.size_bytes().unwrap_or(1);
         let (algo, proto) = self.tune(kind, bytes);
@@ -148,7 +150,7 @@ impl<'a> Sim<'a> {
             self.log_kernel.push(kernel);
         }
         if orphan {
-            return;
+            return None;
         }
         let launch_at = self.cpu + self.us(1, 3);
         self.cpu = launch_at + self.us(2, 6);
@@ -157,32 +159,58 @@ impl<'a> Sim<'a> {
             .max(self.comms[c].free_at)
             .max(self.gpu);
         let start = ready + self.us(0, 3);
-        let end = start + self.us(6, 10) + (bytes as f64 / self.comms[c].bytes_per_ns) as i64;
-        self.comms[c].free_at = end;
-        if blocking {
-            self.gpu = self.gpu.max(end);
-        }
+        let dur = self.us(6, 10) + (bytes as f64 / self.comms[c].bytes_per_ns) as i64;
         let reduce = matches!(kind, OpKind::AllReduce | OpKind::ReduceScatter);
-        let (dt, op) = (reduce.then_some(dtype), redop.filter(|_| reduce));
-        self.push_kernel(
+        Some(Pending {
             c,
-            KernelKind::Op(kind),
-            dt,
-            op,
+            kind,
+            dtype: reduce.then_some(dtype),
+            redop: redop.filter(|_| reduce),
             algo,
             proto,
             bytes,
-            launch_at,
+            launch: launch_at,
             start,
+            dur,
+            blocking,
+        })
+    }
+
+    /// Ends a collective's kernel at `end` (when the last member has
+    /// arrived, plus its own transfer time).
+    pub(super) fn complete(&mut self, p: Pending, end: i64) {
+        self.comms[p.c].free_at = end;
+        if p.blocking {
+            self.gpu = self.gpu.max(end);
+        }
+        self.push_kernel(
+            p.c,
+            KernelKind::Op(p.kind),
+            p.dtype,
+            p.redop,
+            p.algo,
+            p.proto,
+            p.bytes,
+            p.launch,
+            p.start,
             end,
         );
     }
 
+    /// loss.item(): the CPU waits for all GPU work.
+    pub(super) fn sync(&mut self) {
+        let busy = self
+            .comms
+            .iter()
+            .map(|c| c.free_at)
+            .max()
+            .unwrap_or(0)
+            .max(self.gpu);
+        self.cpu = self.cpu.max(busy) + self.us(50, 200);
+    }
+
     /// One point-to-point group (skipped when `active` is false, e.g. no next stage).
-    pub(super) fn p2p(&mut self, parts: &[(OpKind, u64)], active: bool) {
-        if !active || self.done() || self.cfg.pp < 2 {
-            return;
-        }
+    pub(super) fn p2p(&mut self, parts: &[(OpKind, u64)]) {
         self.cpu += self.us(5, 30);
         let kernel = Some(self.kernels.len());
         let comm_oc = self.comms[PP].op_count;
@@ -317,12 +345,48 @@ impl<'a> Sim<'a> {
             logs.push(l);
             truth.push(self.log_kernel[i].and_then(|k| new_index[k]));
         }
+        let comm_groups = (0..self.comms.len())
+            .map(|c| (self.comms[c].ptr, group_of(cfg, self.rank, c).0))
+            .collect();
         RankTrace {
             rank: self.rank,
             logs,
             kernels,
             truth,
             batching: self.batching,
+            comm_groups,
         }
     }
+}
+
+/// One step of a stage's iteration program ([`super::megatron`] builds it).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Step {
+    Coll {
+        c: usize,
+        kind: OpKind,
+        dtype: DataType,
+        redop: Option<RedOp>,
+        count: u64,
+        blocking: bool,
+    },
+    /// One point-to-point group (its parts share an `opCount` and a kernel).
+    P2p(Vec<(OpKind, u64)>),
+    Compute,
+    Sync,
+}
+
+/// A collective kernel whose start is known and whose end waits for its peers.
+pub(super) struct Pending {
+    pub(super) c: usize,
+    kind: OpKind,
+    dtype: Option<DataType>,
+    redop: Option<RedOp>,
+    algo: Option<Algorithm>,
+    proto: Option<Protocol>,
+    bytes: u64,
+    launch: i64,
+    pub(super) start: i64,
+    pub(super) dur: i64,
+    blocking: bool,
 }

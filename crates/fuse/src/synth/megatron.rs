@@ -22,14 +22,19 @@
 //! stream per communicator serialise their work, collectives wait for the
 //! compute that produces their input and blocking ones hold the compute after
 //! them, so the GPU drifts behind the CPU and catches up at the iteration sync.
-//! Records carry host epoch time rounded to µs; kernels a trace clock with an
+//! Ranks run together: a collective's kernel starts on each member when that
+//! member is ready and ends on all of them when the last one has started, plus
+//! each member's own transfer time (TP, DP, and the model-parallel group when
+//! PP ≤ 2; point-to-point kernels are timed per rank). Records carry host epoch time rounded to µs; kernels a trace clock with an
 //! unknown per-rank offset, for their GPU start/end and for the CPU launch call
 //! (1–3 µs after the record; after the last record of a p2p group). Kernels on
 //! different streams overlap and reorder relative to the log. Drops are applied
 //! last, independently per entry. The timing simulation lives in
-//! [`super::gpu_sim`]; this module owns the configuration and the schedule.
+//! [`super::gpu_sim`]; this module owns the configuration and the schedule
+//! (one iteration's program of steps per pipeline stage).
 
-use super::gpu_sim::{Sim, DP, MP, TP};
+use super::gpu_sim::{Step, DP, MP, TP};
+use super::world::run_world;
 use crate::entry::{KernelEntry, LogEntry};
 use commlens_core::{DataType, OpKind, RedOp};
 
@@ -109,25 +114,73 @@ pub struct RankTrace {
     pub truth: Vec<Option<u32>>,
     /// Whether this rank logs collectives twice.
     pub batching: bool,
+    /// `(comm key of this rank's records, logical communicator)`: the same
+    /// logical id on every member rank (as a `commId` would give).
+    pub comm_groups: Vec<(u64, u64)>,
 }
 
-/// Generates every rank of the run.
+/// Generates every rank of the run. Ranks are simulated together: a
+/// collective's kernels end together on all members of its communicator.
 pub fn generate(cfg: &MegatronConfig) -> Vec<RankTrace> {
     let world = cfg.tp * cfg.pp * cfg.dp;
-    (0..world).map(|r| generate_rank(cfg, r)).collect()
+    let programs: Vec<Vec<Step>> = (0..cfg.pp)
+        .map(|stage| {
+            let mut p = Plan {
+                cfg,
+                stage,
+                steps: Vec::new(),
+            };
+            p.iteration();
+            p.steps
+        })
+        .collect();
+    run_world(cfg, world, &|rank| &programs[(rank / cfg.tp) % cfg.pp])
 }
 
-/// Generates one rank (deterministic in `cfg.seed` and `rank`).
+/// Generates one rank (deterministic in `cfg.seed` and `rank`; the whole run
+/// is simulated, since its collectives wait for their peers).
 pub fn generate_rank(cfg: &MegatronConfig, rank: usize) -> RankTrace {
-    let mut sim = Sim::new(cfg, rank);
-    while !sim.done() {
-        sim.iteration();
-    }
-    sim.finish()
+    generate(cfg).swap_remove(rank)
 }
 
-/// The training schedule, in CPU order.
-impl Sim<'_> {
+/// One iteration's schedule of one pipeline stage, in CPU order.
+struct Plan<'a> {
+    cfg: &'a MegatronConfig,
+    stage: usize,
+    steps: Vec<Step>,
+}
+
+impl Plan<'_> {
+    fn coll(
+        &mut self,
+        c: usize,
+        kind: OpKind,
+        dtype: DataType,
+        redop: Option<RedOp>,
+        count: u64,
+        blocking: bool,
+    ) {
+        self.steps.push(Step::Coll {
+            c,
+            kind,
+            dtype,
+            redop,
+            count,
+            blocking,
+        });
+    }
+
+    /// One point-to-point group (skipped when `active` is false, e.g. no next stage).
+    fn p2p(&mut self, parts: &[(OpKind, u64)], active: bool) {
+        if active && self.cfg.pp >= 2 {
+            self.steps.push(Step::P2p(parts.to_vec()));
+        }
+    }
+
+    fn compute(&mut self) {
+        self.steps.push(Step::Compute);
+    }
+
     fn iteration(&mut self) {
         let c = self.cfg;
         let (first, last) = (self.stage == 0, self.stage + 1 == c.pp);
@@ -244,14 +297,7 @@ impl Sim<'_> {
             );
         }
         // loss.item(): the CPU waits for all GPU work.
-        let busy = self
-            .comms
-            .iter()
-            .map(|c| c.free_at)
-            .max()
-            .unwrap_or(0)
-            .max(self.gpu);
-        self.cpu = self.cpu.max(busy) + self.us(50, 200);
+        self.steps.push(Step::Sync);
     }
 
     /// One forward or backward pass of this stage's layers.

@@ -2,7 +2,7 @@
 //!
 //! * [`rng`]: the seeded PRNG;
 //! * [`megatron`]: Megatron-like ranks (TP/PP/DP, fusion, 2:1 batching, anomalies, drops),
-//!   simulated by [`gpu_sim`];
+//!   simulated by [`gpu_sim`], all ranks stepped together (`world`);
 //! * [`validation`]: the five alignment validation cases of thesis §4.3.1;
 //! * [`table_4_5`]: the four comparative scenarios of thesis Table 4.5, with the
 //!   thesis's published F1 scores next to them.
@@ -11,6 +11,7 @@ pub mod gpu_sim;
 pub mod megatron;
 pub mod rng;
 pub mod validation;
+mod world;
 
 pub use megatron::{generate, generate_rank, MegatronConfig, RankTrace};
 
