@@ -1,18 +1,14 @@
 //! `commlens`: the command-line front end. Parses arguments and hands each
 //! subcommand to its module in [`cmd`]; all real work lives in the library
-//! crates (ingest → core → analyze → export).
+//! crates (ingest → core → analyze → report → export; `commlens-report`
+//! assembles what the sinks show).
 
-mod baseline;
 mod cmd;
-mod enrich;
-mod expected;
 mod help;
 mod load;
 mod outputs;
 mod progress;
 mod parquet_out;
-mod render;
-mod report_data;
 mod spool;
 
 use clap::{Parser, Subcommand, ValueEnum};

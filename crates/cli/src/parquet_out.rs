@@ -3,7 +3,7 @@
 //! efficiency, parallelism class and, for fused tables, the match confidence;
 //! as one file or as the shards of a Hive-partitioned dataset.
 
-use crate::enrich::Enrichment;
+use commlens_report::enrich::Enrichment;
 use commlens_core::OpTable;
 use commlens_parquet::dataset::{unique_run_id, PartitionKey, ShardWritten};
 use commlens_parquet::{write_table, ExtraColumn, ExtraValues, WriteOptions, WriteSummary};

@@ -63,7 +63,7 @@ fn load_profile(p: &Path) -> Result<(RunProfile, bool, Option<Vec<Keyed>>), Box<
     let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
     if loaded.table.n_ops() > 0 || loaded.benchmarks.is_empty() {
         let mut prof = profile_of(p, &loaded)?;
-        let rep = crate::report_data::anomaly_report(&loaded.table, &loaded.traces);
+        let rep = commlens_report::sections::anomaly_report(&loaded.table, &loaded.traces);
         add_anomaly_figures(&mut prof, &rep);
         return Ok((prof, false, Some(keyed(&loaded.table, &rep))));
     }
@@ -130,12 +130,12 @@ fn new_anomalies(a: &[Keyed], b: &[Keyed], label: &str) -> Table {
     for k in fresh.iter().take(SHOWN) {
         let x = &k.a;
         t.row(vec![
-            crate::report_data::anomaly_time(x.time_ns),
+            commlens_report::sections::anomaly_time(x.time_ns),
             x.rule.label().to_string(),
             format!("{} ({})", x.comm_name, k.key.1),
             x.kind.name().to_string(),
             x.bytes.map_or_else(|| "-".into(), commlens_export::human_bytes),
-            crate::report_data::rank_runs(&x.ranks),
+            commlens_report::sections::rank_runs(&x.ranks),
             x.iteration.map_or_else(|| "-".into(), |i| i.to_string()),
             commlens_export::report::scale::fmt_ns(x.observed_ns),
             commlens_export::report::scale::fmt_ns(x.expected_ns),
@@ -181,7 +181,7 @@ fn profile_of(p: &Path, loaded: &commlens_ingest::Loaded) -> Result<RunProfile, 
         return Err(format!("{}: no NCCL operations", p.display()).into());
     }
     let mut prof = RunProfile::of_table(&p.display().to_string(), &loaded.table);
-    crate::enrich::add_timing_figures(&mut prof, &loaded.table, &loaded.traces);
+    commlens_report::enrich::add_timing_figures(&mut prof, &loaded.table, &loaded.traces);
     Ok(prof)
 }
 

@@ -6,7 +6,7 @@
 //! table command, DuckDB and Spark read whole.
 
 use super::CmdResult;
-use crate::enrich::Enrichment;
+use commlens_report::enrich::Enrichment;
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_parquet::dataset::{may_hold_dataset, PartitionKey};
 use std::path::{Path, PathBuf};

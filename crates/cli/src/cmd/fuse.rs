@@ -11,8 +11,8 @@
 //! move with their ranks so that the written timeline stays consistent.
 
 use super::CmdResult;
-use crate::enrich::Enrichment;
-use crate::render;
+use commlens_report::enrich::Enrichment;
+use commlens_report::render;
 use commlens_export::table::Table;
 use commlens_export::TraceOptions;
 use commlens_fuse::{fuse_traces, FuseConfig, FuseReport};
@@ -195,7 +195,7 @@ fn spinner(msg: &str) -> Option<ProgressBar> {
 pub fn write_outputs(f: &Fused, out: &Path) -> CmdResult {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let enrich = Enrichment::new(&f.table).with_confidence(&f.report.confidence);
-    let opts = TraceOptions { ranges: crate::enrich::trace_ranges(&f.traces), ..TraceOptions::default() };
+    let opts = TraceOptions { ranges: commlens_report::enrich::trace_ranges(&f.traces), ..TraceOptions::default() };
     let json = out.join("trace.json");
     let pf = out.join("trace.pftrace");
     crate::outputs::write_traces(&f.table, &enrich, &opts, &json, &pf)?;

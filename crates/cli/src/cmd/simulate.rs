@@ -10,7 +10,7 @@
 //! line (`EndToEnd.csv`), `links.csv`, and Chrome/Perfetto traces with compute spans.
 
 use super::CmdResult;
-use crate::enrich::Enrichment;
+use commlens_report::enrich::Enrichment;
 use commlens_core::OpTable;
 use commlens_export::{TimeRange, TraceOptions};
 use commlens_ingest::nccl_log::ReadOptions;

@@ -2,10 +2,10 @@
 //! not stored; kernel traces and commlens Parquet tables are read whole) and
 //! prints the per-rank, per-communicator and per-operation tables and the
 //! message-size histogram. nccl-tests outputs (benchmark
-//! tables without NCCL debug lines) are summarised by `crate::baseline`.
+//! tables without NCCL debug lines) are summarised by `commlens_report::baseline`.
 
 use super::CmdResult;
-use crate::render;
+use commlens_report::render;
 use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
 use commlens_ingest::inputs::{expand_inputs, load_listed_with, InputFormat};
@@ -206,7 +206,7 @@ fn print_benchmarks_of(
             // large output (a sweep of many runs) is summarised. CSV always has them all.
             let runs: usize = read.iter().map(|f| f.runs.len()).sum();
             let all_sizes = sizes || runs <= MAX_RUNS_WITH_SIZES || format == Format::Csv;
-            for (i, t) in crate::baseline::tables(&read).into_iter().enumerate() {
+            for (i, t) in commlens_report::baseline::tables(&read).into_iter().enumerate() {
                 if format == Format::Csv {
                     println!("# {}\n{}", t.title, t.to_csv());
                 } else if i == 0 || all_sizes {
@@ -333,59 +333,5 @@ fn write_json_to_stdout(doc: &impl serde::Serialize) -> CmdResult {
     }
 }
 
-/// The job the inputs describe, printed first by `stats` and `topo` in every
-/// format: NCCL versions (from the logs' `NCCL version` lines) and nodes
-/// (distinct host names of the processes, or of nccl-tests' `Rank` lines).
-#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
-pub struct Job {
-    pub nccl_versions: Vec<String>,
-    pub nodes: usize,
-    pub hosts: Vec<String>,
-}
-
-impl Job {
-    pub fn of_table(t: &commlens_core::OpTable) -> Job {
-        let mut versions: Vec<commlens_core::NcclVersion> = t.processes.iter().filter_map(|p| p.nccl_version).collect();
-        versions.sort();
-        versions.dedup();
-        let mut hosts: Vec<String> =
-            t.processes.iter().map(|p| p.host.clone()).filter(|h| !h.is_empty() && h != "?").collect();
-        hosts.sort();
-        hosts.dedup();
-        Job { nccl_versions: versions.iter().map(|v| v.to_string()).collect(), nodes: hosts.len(), hosts }
-    }
-
-    pub fn of_benchmarks(files: &[BenchFile]) -> Job {
-        let mut hosts: Vec<String> = files.iter().flat_map(|f| &f.runs).flat_map(|r| r.hosts.iter().cloned()).collect();
-        hosts.sort();
-        hosts.dedup();
-        Job { nccl_versions: Vec::new(), nodes: hosts.len(), hosts }
-    }
-
-    /// `job: NCCL 2.26.6 on 2 nodes (a, b)`, saying what the inputs did not tell.
-    pub fn line(&self) -> String {
-        let versions = match self.nccl_versions.as_slice() {
-            [] => "NCCL version unknown (the inputs do not name it)".to_string(),
-            [v] => format!("NCCL {v}"),
-            vs => format!("NCCL versions {} (mixed)", vs.join(", ")),
-        };
-        let nodes = match self.nodes {
-            0 => "node count unknown (no host names in the inputs)".to_string(),
-            n => {
-                let mut h: Vec<&str> = self.hosts.iter().take(4).map(String::as_str).collect();
-                if self.hosts.len() > 4 {
-                    h.push("…");
-                }
-                format!("{n} node{} ({})", if n == 1 { "" } else { "s" }, h.join(", "))
-            }
-        };
-        format!("job: {versions}; {nodes}")
-    }
-
-    /// A `# job` CSV section (the tables of `topo` and of benchmark-only `stats` are sections too).
-    pub fn csv(&self) -> String {
-        let mut t = commlens_export::table::Table::new("job", &["nccl_versions", "nodes", "hosts"]);
-        t.row(vec![self.nccl_versions.join(";"), self.nodes.to_string(), self.hosts.join(";")]);
-        format!("# job\n{}", t.to_csv())
-    }
-}
+// `Job` is report data (`commlens_report::job`); `topo` names it through here.
+pub use commlens_report::job::Job;

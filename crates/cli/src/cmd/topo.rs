@@ -15,7 +15,7 @@
 //! bottlenecks use it); unmatched, it keeps its own (file stem and host hash).
 
 use super::CmdResult;
-use crate::render;
+use commlens_report::render;
 use crate::Format;
 use commlens_analyze::bottleneck::all_bottlenecks;
 use commlens_core::topo::NodeKind;

@@ -7,7 +7,7 @@
 //! `efficiency_vs_model` for timed operations).
 
 use super::CmdResult;
-use crate::enrich::Enrichment;
+use commlens_report::enrich::Enrichment;
 use commlens_export::TraceOptions;
 use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
@@ -26,8 +26,8 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
     // Bandwidth, efficiency, parallelism class and the model's expectation
     // as slice arguments.
     let enrich = Enrichment::new(t);
-    let cluster = crate::expected::run_cluster(inputs, t);
-    let expected = crate::expected::Expected::compute(t, cluster, enrich.bandwidth());
+    let cluster = commlens_report::expected::run_cluster(inputs, t);
+    let expected = commlens_report::expected::Expected::compute(t, cluster, enrich.bandwidth());
     let enrich = enrich.with_expected(&expected);
     let json = out.join("trace.json");
     let pf = out.join("trace.pftrace");

@@ -224,13 +224,13 @@ pub fn add_timing_figures(
         let bytes: u64 = it.iterations.iter().map(|x| x.bytes).sum();
         p.put("bytes per iteration (all ranks)".into(), bytes as f64 / it.count as f64, "B", Better::Neither, it.count as u64);
     }
-    let s = crate::report_data::straggler_report(t);
+    let s = crate::sections::straggler_report(t);
     if let Some(worst) = s.ranks.iter().map(|r| r.mean_lateness_ns).max_by(f64::total_cmp) {
         if s.gpu_instances > 0 {
             p.put("straggler: worst mean lateness".into(), worst, "ns", Better::Lower, s.gpu_instances);
         }
     }
-    let ov = crate::report_data::overlap_rows(traces);
+    let ov = crate::sections::overlap_rows(traces);
     let shares: Vec<f64> = ov.iter().filter_map(|(_, r)| r.overlap_pct).collect();
     if !shares.is_empty() {
         p.put("comm/compute overlap (mean over ranks)".into(), shares.iter().sum::<f64>() / shares.len() as f64, "%", Better::Higher, shares.len() as u64);

@@ -123,7 +123,7 @@ pub fn stats_csv(t: &OpTable, agg: &commlens_analyze::stats::Aggregate) -> Table
             "max_bytes", "recovered", "nccl_version", "job_nodes",
         ],
     );
-    let nodes = crate::cmd::stats::Job::of_table(t).nodes.to_string();
+    let nodes = crate::job::Job::of_table(t).nodes.to_string();
     let mut keys: Vec<_> = agg.cells.keys().copied().collect();
     keys.sort_by_key(|(d, c, k)| (t.devices[d.ix()].global_rank, d.0, c.0, *k));
     for key in keys {

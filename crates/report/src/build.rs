@@ -1,0 +1,127 @@
+//! A whole report (`commlens_export::report::Report`) from a loaded run: every
+//! section the inputs allow, each from [`crate::sections`], the collective
+//! model's sections from [`crate::expected`] on the run's own cluster, and the
+//! volume model from a model file ([`crate::volumes`]); or, for nccl-tests
+//! outputs alone, their curves and tables ([`benchmark_report`]).
+
+use crate::baseline::Baseline;
+use crate::sections as rd;
+use commlens_analyze::stats::Aggregate;
+use commlens_core::OpTable;
+use commlens_export::report::{Bandwidth, BandwidthSeries, BwPoint, Figure, Report};
+use commlens_ingest::kineto::KernelTrace;
+use commlens_ingest::nccl_tests::{BenchFile, BenchRun};
+use std::path::{Path, PathBuf};
+
+/// Anomalies listed in the HTML section.
+pub const ANOMALY_ROWS: usize = 50;
+
+/// Label of the summary tile with the median efficiency against the model.
+pub const VS_MODEL: &str = "busbw vs model";
+
+/// Builds the report of a table (and the kernel traces it came with, for
+/// iteration ranges and overlap). `inputs` label the report; those that are
+/// existing paths add their log lines to the cluster the model runs on.
+/// `model` is a model file for the theory-versus-observed volume section.
+pub fn build(
+    t: &OpTable,
+    traces: &[KernelTrace],
+    inputs: &[String],
+    model: Option<&Path>,
+    baselines: &[Baseline],
+    title: Option<&str>,
+) -> Result<Report, Box<dyn std::error::Error>> {
+    let agg = Aggregate::from_table(t);
+    let mut r = Report {
+        title: title.map_or_else(|| "commlens communication report".to_string(), str::to_string),
+        generated_by: format!("commlens {}", env!("CARGO_PKG_VERSION")),
+        inputs: inputs.to_vec(),
+        summary: rd::summary(t, &agg),
+        op_mix: Some(rd::op_mix(&agg)),
+        rank_volume: Some(rd::rank_volume(t, &agg)),
+        size_histogram: Some(rd::size_histogram(&agg)),
+        bandwidth: rd::bandwidth(t, baselines),
+        ..Report::default()
+    };
+    // One classification serves the three tables that name parallelism.
+    let class = commlens_analyze::classify::infer(t);
+    r.tables.push(rd::parallelism_table(t, &class));
+    r.tables.push(rd::classification_table(&class));
+    r.tables.push(rd::signature_table(t, &class));
+    let ranges = crate::enrich::iteration_ranges(traces);
+    r.iterations = rd::iterations(t, &ranges);
+    r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
+    r.anomalies = rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS);
+    r.overlap = rd::overlap_section(&rd::overlap_rows(traces));
+    // The collective model on the run's own cluster (inputs are labelled by
+    // their paths; those that exist add their log lines to the cluster facts).
+    let paths: Vec<PathBuf> = inputs.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
+    let bw = commlens_analyze::bandwidth::analyze(t, &Default::default());
+    let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster(&paths, t), &bw);
+    r.expected = crate::expected::expected_section(t, &exp);
+    r.tuning = crate::expected::tuning_section(t, &exp);
+    let mut eff: Vec<f64> = exp.all().filter_map(|x| x.efficiency).collect();
+    if let Some(s) = commlens_analyze::bandwidth::Spread::of(&mut eff) {
+        r.summary.push(Figure {
+            detail: Some(format!("median over {} timed operations", eff.len())),
+            ..Figure::new(VS_MODEL, format!("{:.0}%", 100.0 * s.median))
+        });
+    }
+    if let Some(path) = model {
+        let c = crate::volumes::read_config(path)?;
+        let (theory, cmp) = crate::volumes::volumes(&c, Some(t));
+        r.model = Some(rd::model(&cmp, &theory));
+    }
+    Ok(r)
+}
+
+/// The report of nccl-tests outputs alone: per run a bus-bandwidth curve over
+/// message sizes (best of out-of-place and in-place), the summary and per-size
+/// tables `stats` prints, and the job's hosts.
+pub fn benchmark_report(files: &[BenchFile], inputs: &[String], title: Option<&str>) -> Report {
+    let runs: Vec<&BenchRun> = files.iter().flat_map(|f| &f.runs).collect();
+    let job = crate::job::Job::of_benchmarks(files);
+    let peak = runs.iter().map(|r| r.peak_busbw_gb_s()).fold(0.0, f64::max);
+    let series = runs
+        .iter()
+        .map(|r| BandwidthSeries {
+            kind: format!(
+                "{}{}",
+                r.kind.map_or("unknown collective", |k| k.name()),
+                if r.ranks > 0 { format!(", {} ranks", r.ranks) } else { String::new() }
+            ),
+            points: r
+                .rows
+                .iter()
+                .filter(|x| x.bytes > 0)
+                .map(|x| BwPoint {
+                    bytes: x.bytes,
+                    busbw_gb_s: x.out_of_place.busbw_gb_s.max(x.in_place.busbw_gb_s),
+                    efficiency: None,
+                    vs_baseline: None,
+                })
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect::<Vec<_>>();
+    Report {
+        title: title.map_or_else(|| "commlens report: nccl-tests results".to_string(), str::to_string),
+        generated_by: format!("commlens {}", env!("CARGO_PKG_VERSION")),
+        inputs: inputs.to_vec(),
+        summary: vec![
+            Figure::new("benchmark runs", runs.len().to_string()),
+            Figure::new("nodes", if job.nodes > 0 { job.nodes.to_string() } else { "unknown".into() }),
+            Figure::new("peak bus bandwidth", format!("{peak:.2} GB/s")),
+        ],
+        notes: vec!["nccl-tests outputs only: no training operations, so only the benchmark curves are shown".into()],
+        bandwidth: (!series.is_empty()).then(|| Bandwidth {
+            series,
+            limits: Vec::new(),
+            convention: "nccl-tests (busbw = algbw × bus factor)".into(),
+            notes: Vec::new(),
+            baselines: Vec::new(),
+        }),
+        tables: crate::baseline::tables(files).iter().map(Into::into).collect(),
+        ..Report::default()
+    }
+}
