@@ -21,9 +21,10 @@
 //! Modules: `config` (what to generate), `layout` (ranks, hosts, communicators), `topo`
 //! (hardware and topology dump text), `init` (communicator lifecycle text), `traffic`
 //! (the shared program rendered per rank, inside comm init/barriers/destroy),
-//! `sim` (clocks, the discrete-event run), `sim_text` (op and tuning line text), `sim_wait`
-//! (completion of blocking steps: init, sync collectives, p2p groups), `writer` (prefixes,
-//! files, interleaving), `truth` (ground truth).
+//! `timing` (step durations: the simulator's roofline and collective model on [`cluster`], the
+//! cluster the generated files describe), `sim` (clocks, the discrete-event run), `sim_text`
+//! (op and tuning line text), `sim_wait` (completion of blocking steps: init, sync
+//! collectives, p2p groups), `writer` (prefixes, files, interleaving), `truth` (ground truth).
 
 mod config;
 mod init;
@@ -33,6 +34,7 @@ mod sim;
 mod sim_text;
 mod sim_wait;
 mod slowdown;
+mod timing;
 mod topo;
 mod traces;
 mod traffic;
@@ -44,6 +46,7 @@ mod tests;
 
 pub use config::{parse_version, ConfigError, LogFormat, MoeDispatcher, NcclVersion, RunConfig, Schedule, MAX_WORLD};
 pub use slowdown::Slowdown;
+pub use timing::cluster;
 pub use rng::SplitMix64;
 pub use traces::{
     drop_log_ops, generate_traces, DroppedLogOp, GeneratedTraces, KernelTruth, LogOpRef, TraceConfig,
@@ -109,8 +112,9 @@ pub(crate) fn generate_full(
     let mut rng = SplitMix64::new(cfg.seed);
     let layout = layout::Layout::build(cfg, &mut rng.fork(1));
     slowdown::resolve(&cfg.slowdowns, &layout)?;
-    let programs = traffic::build(cfg, &layout);
-    let out = sim::run(cfg, ver, driver, &layout, programs, &mut rng.fork(2), None);
+    let timing = timing::Timing::new(cfg, ver);
+    let programs = traffic::build(cfg, &layout, &timing);
+    let out = sim::run(cfg, ver, driver, &layout, programs, timing, &mut rng.fork(2), None);
 
     let mut files = Vec::with_capacity(cfg.world() + 1);
     let mut ranks = Vec::with_capacity(cfg.world());
@@ -220,10 +224,11 @@ pub fn stream_into(cfg: &RunConfig, dir: &Path) -> std::io::Result<StreamedRun> 
     std::fs::create_dir_all(dir)?;
     let mut rng = SplitMix64::new(cfg.seed);
     let layout = layout::Layout::build(cfg, &mut rng.fork(1));
-    let programs = traffic::build(cfg, &layout);
+    let timing = timing::Timing::new(cfg, ver);
+    let programs = traffic::build(cfg, &layout, &timing);
     let mut out = writer::FileStreamer::new(dir, &layout, cfg.timestamps);
     let mut flush = |r: usize, lines: &mut Vec<sim::Line>| out.flush(r, lines);
-    sim::run(cfg, ver, driver, &layout, programs, &mut rng.fork(2), Some(&mut flush));
+    sim::run(cfg, ver, driver, &layout, programs, timing, &mut rng.fork(2), Some(&mut flush));
     if let Some(e) = out.error {
         return Err(e);
     }

@@ -6,20 +6,31 @@
 //! `Bytes -> Algo` tuning line text is rendered by `sim_text`; the completion of blocking
 //! steps (the cross-rank waits below) is `sim_wait`.
 //!
-//! Time model: each process has its own clock (microseconds since the epoch). Compute steps
-//! and non-blocking collectives advance it by their GPU duration (the CPU is paced by the
-//! GPU). Blocking steps wait for the other side: communicator init (all members), collectives
-//! whose result the CPU reads (barriers, start time, grad norm; all members) and batched p2p
-//! groups (Megatron synchronises after `batch_isend_irecv`; matching Send/Recv). So the same
-//! collective has close enqueue times on all members, and pipeline bubbles show in the clocks.
+//! Time model: each process has its own clock (microseconds since the epoch), its GPU's as
+//! much as its CPU's (the CPU is paced by the GPU). Compute steps advance it by their GPU
+//! duration. Every collective and batched p2p group waits for the other side, as its kernel
+//! does on the GPU: a collective the CPU does not read ends when the last member's kernel,
+//! launched at most `NCCL_LAUNCH_US + NCCL_LAUNCH_SPREAD_US` after its op line, has moved
+//! its bytes, or when the CPU has written the call's lines, whichever is later (the lines
+//! take CPU time under the transfer, not after it); communicator init (all members),
+//! collectives whose result the CPU reads (barriers, start time, grad norm; all members) and
+//! batched p2p groups (Megatron synchronises after `batch_isend_irecv`; matching Send/Recv)
+//! add the CPU's wake-up. So the same collective has close enqueue times on all members,
+//! pipeline bubbles show in the clocks, and the trace generator's GPU never runs behind
+//! them. Durations are the simulator's: the collective model on the run's cluster for
+//! collectives and Send/Recv, the roofline for compute (`crate::timing`; compute is priced
+//! in `traffic`).
 
 use crate::config::{LogFormat, NcclVersion, RunConfig};
 use crate::init;
 use crate::layout::Layout;
 use crate::rng::{mix64, SplitMix64};
 use crate::sim_text::op_text;
+use crate::timing::Timing;
 use crate::topo;
-use crate::traffic::{dtype_size, Coll, CollCall, P2pCall, Step};
+use crate::traces::{NCCL_LAUNCH_SPREAD_US, NCCL_LAUNCH_US};
+use crate::traffic::{dtype_size, CollCall, P2pCall, Step};
+use commlens_core::OpKind;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) use crate::sim_text::tuning_text;
@@ -96,11 +107,13 @@ type PairKey = (usize, usize, usize);
 pub(crate) struct Issued {
     pub count: usize,
     pub latest: f64,
+    /// Members past the step (only counted where the entry is dropped once all are).
+    pub completed: usize,
 }
 
 impl Default for Issued {
     fn default() -> Self {
-        Issued { count: 0, latest: f64::MIN }
+        Issued { count: 0, latest: f64::MIN, completed: 0 }
     }
 }
 
@@ -114,6 +127,10 @@ impl Issued {
 pub(crate) enum Pending {
     Init(usize),
     Sync { comm: usize, seq: u64, dur: f64 },
+    /// A collective the CPU does not wait for: the rank goes on when its GPU would have
+    /// finished it, which needs every member's launch (`t_op`: this rank's launch; `gpu_us`:
+    /// launch delay and transfer; `cpu_us`: the call's own CPU time).
+    Coll { comm: usize, seq: u64, t_op: f64, gpu_us: f64, cpu_us: f64 },
     P2p(Vec<(PairKey, usize, bool, f64)>),
 }
 
@@ -126,6 +143,8 @@ pub(crate) struct RankState {
     p2p_connected: HashSet<(usize, usize, bool)>,
     pair_idx: HashMap<(PairKey, bool), usize>,
     sync_seq: HashMap<usize, u64>,
+    /// Per communicator, the collectives the CPU does not wait for issued so far.
+    coll_seq: HashMap<usize, u64>,
     started: bool,
     pending: Option<Pending>,
     pub(crate) rng: SplitMix64,
@@ -161,19 +180,26 @@ pub(crate) struct Sim<'a> {
     pub(crate) init_issue: HashMap<usize, Issued>,
     /// Per (communicator, n-th blocking collective): the same.
     pub(crate) sync_issue: HashMap<(usize, u64), Issued>,
+    /// Per (communicator, n-th collective the CPU does not wait for): members that launched
+    /// it and the latest launch; dropped once every member is past it.
+    pub(crate) coll_issue: HashMap<(usize, u64), Issued>,
     pub(crate) sends: HashMap<PairKey, Vec<f64>>,
     pub(crate) recvs: HashMap<PairKey, Vec<f64>>,
     ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
     tuning: Vec<usize>,
+    /// Transfer durations (the collective model on the run's cluster).
+    timing: Timing,
 }
 
 /// Runs all programs to completion. Panics on a deadlock (a bug in `traffic`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     cfg: &RunConfig,
     ver: NcclVersion,
     driver: u32,
     layout: &Layout,
     programs: Vec<Vec<Step>>,
+    timing: Timing,
     rng: &mut SplitMix64,
     mut flush: Option<Flush<'_>>,
 ) -> SimOutput {
@@ -194,6 +220,7 @@ pub(crate) fn run(
                 p2p_connected: HashSet::new(),
                 pair_idx: HashMap::new(),
                 sync_seq: HashMap::new(),
+                coll_seq: HashMap::new(),
                 started: false,
                 pending: None,
                 rng,
@@ -213,10 +240,12 @@ pub(crate) fn run(
         st,
         init_issue: HashMap::new(),
         sync_issue: HashMap::new(),
+        coll_issue: HashMap::new(),
         sends: HashMap::new(),
         recvs: HashMap::new(),
         ops: BTreeMap::new(),
         tuning: vec![0; world],
+        timing,
     };
     loop {
         let mut progress = false;
@@ -289,23 +318,14 @@ impl Sim<'_> {
         }
     }
 
-    /// GPU time of a collective in microseconds.
-    fn coll_time(&self, comm: usize, bytes: u64, kind: Coll) -> f64 {
-        let c = &self.layout.comms[comm];
-        let n = c.nranks() as f64;
-        let (lat, bw) = if c.inter_node() {
-            (20.0, topo::NET_BW * 1e3)
-        } else {
-            (8.0, topo::intra_node_bw(self.cfg.gpus_per_node) * 0.8e3)
-        };
-        lat + kind.wire_factor(n) * bytes as f64 / bw
-    }
-
     fn step(&mut self, r: usize) -> bool {
         if let Some(p) = self.st[r].pending.take() {
             if self.try_complete(r, &p) {
-                let t_us = self.st[r].clock;
-                self.st[r].note(SimEvent::Done { t_us });
+                // The CPU waited for nothing it reads: no completion to record.
+                if !matches!(p, Pending::Coll { .. }) {
+                    let t_us = self.st[r].clock;
+                    self.st[r].note(SimEvent::Done { t_us });
+                }
                 self.st[r].pc += 1;
                 return true;
             }
@@ -428,7 +448,7 @@ impl Sim<'_> {
         self.emit(r, main, LineKind::Tuning, tuning);
         self.tuning[r] += 1;
         let slowed = self.slowdown(r, c, false);
-        let dur = self.coll_time(c, bytes, call.kind) * slowed;
+        let dur = self.timing.transfer_us(call.kind.op_kind(), bytes, comm.nranks(), comm.n_nodes) * slowed;
         let rec = OpRec {
             line,
             comm: c,
@@ -451,9 +471,16 @@ impl Sim<'_> {
             self.sync_issue.entry((c, seq)).or_default().push(t);
             self.st[r].pending = Some(Pending::Sync { comm: c, seq, dur });
         } else {
+            // The GPU runs the transfer while the CPU writes the call's lines and launches it;
+            // the next step comes when the later of the two is done: the kernel's end (the
+            // last member's launch, at the latest start the trace generator may give it, plus
+            // the transfer), or the CPU's call overhead (`sim_wait`).
             let s = &mut self.st[r];
-            s.clock += dur + s.rng.range(4, 15) as f64;
-            s.pc += 1;
+            let gpu_us = NCCL_LAUNCH_US + NCCL_LAUNCH_SPREAD_US + dur;
+            let cpu_us = s.clock - t_op + s.rng.range(4, 15) as f64;
+            let seq = *s.coll_seq.entry(c).and_modify(|k| *k += 1).or_insert(0);
+            self.coll_issue.entry((c, seq)).or_default().push(t_op);
+            self.st[r].pending = Some(Pending::Coll { comm: c, seq, t_op, gpu_us, cpu_us });
         }
     }
 
@@ -528,12 +555,10 @@ impl Sim<'_> {
             };
             list.entry(key).or_default().push(t);
             let peer_g = comm.members[op.peer];
-            let bw = if self.layout.procs[peer_g].node == self.layout.procs[r].node {
-                topo::intra_node_bw(self.cfg.gpus_per_node) * 0.8e3
-            } else {
-                topo::NET_BW * 1e3
-            };
-            let dur = (8.0 + bytes as f64 / bw) * slowed;
+            // One Send between the pair, as the simulator times a matched Send/Recv.
+            let nodes = 1 + usize::from(self.layout.procs[peer_g].node != self.layout.procs[r].node);
+            let kind = if op.send { OpKind::Send } else { OpKind::Recv };
+            let dur = self.timing.transfer_us(kind, bytes, 2, nodes) * slowed;
             waits.push((key, k, op.send, dur));
             let rec = OpRec {
                 line,

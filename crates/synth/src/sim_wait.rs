@@ -1,8 +1,10 @@
 //! Completion of the blocking steps of the simulation (see [`crate::sim`]): communicator
 //! init (all members issued it; then the rest of the init lines, the topology dump on a
 //! process's first communicator, and the `Init COMPLETE` tail), collectives whose result the
-//! CPU reads (all members issued them), and batched p2p groups (every matching Send/Recv
-//! issued). Each advances the rank's clock past the other side.
+//! CPU reads (all members issued them), the others (all members launched them: the rank's
+//! GPU, which paces its CPU, is free when the last member's kernel is done), and batched p2p
+//! groups (every matching Send/Recv issued). Each advances the rank's clock past the other
+//! side.
 
 use crate::init::{self, InitTiming};
 use crate::rng::mix64;
@@ -69,6 +71,24 @@ impl Sim<'_> {
                 let t_all = v.latest;
                 let s = &mut self.st[r];
                 s.clock = s.clock.max(t_all + dur) + s.rng.range(5, 40) as f64;
+                true
+            }
+            Pending::Coll { comm, seq, t_op, gpu_us, cpu_us } => {
+                let key = (*comm, *seq);
+                let n = self.layout.comms[*comm].nranks();
+                let Some(v) = self.coll_issue.get_mut(&key) else {
+                    return false;
+                };
+                if v.count < n {
+                    return false;
+                }
+                let t_all = v.latest;
+                v.completed += 1;
+                if v.completed == n {
+                    self.coll_issue.remove(&key);
+                }
+                let s = &mut self.st[r];
+                s.clock = (t_op + gpu_us.max(*cpu_us)).max(t_all + gpu_us);
                 true
             }
             Pending::P2p(waits) => {

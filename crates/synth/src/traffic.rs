@@ -6,14 +6,16 @@
 //! the same tasks the simulator executes and the volume model sums. This module maps them onto
 //! the generator's communicators (a task's group role → the rank's communicator of that group,
 //! whose index is the group's index), resolves pipeline peers (`Next`/`Prev` → comm rank),
-//! turns datatypes and reduction ops into NCCL's integers and compute FLOPs into microseconds,
-//! and wraps the iterations in what torchrun and Megatron do around them: comm inits, the
-//! start-up barrier, start-time `AllReduce` (fp64, op min) and barrier on WORLD with model and
-//! dataloader construction between them, the shutdown barrier and comm destruction. It knows
-//! nothing about text or time beyond each step's cost (see `sim` for both).
+//! turns datatypes and reduction ops into NCCL's integers and compute steps into microseconds
+//! (the simulator's roofline, `crate::timing`), and wraps the iterations in what torchrun and
+//! Megatron do around them: comm inits, the start-up barrier, start-time `AllReduce` (fp64,
+//! op min) and barrier on WORLD with model and dataloader construction between them, the
+//! shutdown barrier and comm destruction. It knows nothing about text or time beyond each
+//! step's cost (see `sim` for both).
 
 use crate::config::RunConfig;
 use crate::layout::{GroupKind, Layout};
+use crate::timing::Timing;
 use commlens_core::{DataType, OpKind, RedOp};
 use commlens_workload::megatron;
 use commlens_workload::{ComputeKind, GroupSel, Peer, Program, Work, Workload};
@@ -84,22 +86,22 @@ impl Coll {
         }
     }
 
+    /// The collective as the collective model names it.
+    pub fn op_kind(self) -> OpKind {
+        match self {
+            Coll::AllReduce => OpKind::AllReduce,
+            Coll::Broadcast => OpKind::Broadcast,
+            Coll::AllGather => OpKind::AllGather,
+            Coll::ReduceScatter => OpKind::ReduceScatter,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Coll::AllReduce => "AllReduce",
             Coll::Broadcast => "Broadcast",
             Coll::AllGather => "AllGather",
             Coll::ReduceScatter => "ReduceScatter",
-        }
-    }
-
-    /// Bytes each rank moves over the ring per byte of `count x sizeof(dtype)` on `n` ranks
-    /// (AllGather and ReduceScatter log the per-rank count).
-    pub fn wire_factor(self, n: f64) -> f64 {
-        match self {
-            Coll::AllReduce => 2.0 * (n - 1.0) / n,
-            Coll::Broadcast => 1.0,
-            Coll::AllGather | Coll::ReduceScatter => n - 1.0,
         }
     }
 
@@ -150,14 +152,11 @@ pub(crate) enum Step {
     Destroy(usize),
 }
 
-/// Effective GPU throughput used to turn FLOPs into time (flops per microsecond).
-const FLOPS_PER_US: f64 = 120e6;
-
-/// The program of every rank.
-pub(crate) fn build(cfg: &RunConfig, layout: &Layout) -> Vec<Vec<Step>> {
+/// The program of every rank, compute steps timed by `timing`.
+pub(crate) fn build(cfg: &RunConfig, layout: &Layout, timing: &Timing) -> Vec<Vec<Step>> {
     let w = megatron::workload(&cfg.program_config()).expect("a validated RunConfig is a valid Megatron config");
     debug_assert!(w.groups.iter().zip(&layout.comms).all(|(g, c)| g.name == c.name && g.ranks.len() == c.members.len()));
-    (0..cfg.world()).map(|r| build_rank(layout, &w, r)).collect()
+    (0..cfg.world()).map(|r| build_rank(layout, &w, r, timing)).collect()
 }
 
 /// The comm of `rank` that serves role `sel` (the group's index is the comm's).
@@ -166,13 +165,11 @@ fn comm_of(w: &Workload, rank: usize, sel: GroupSel) -> usize {
 }
 
 /// Appends the steps of `program` (rank `rank`'s iterations).
-fn render(steps: &mut Vec<Step>, w: &Workload, layout: &Layout, rank: usize, program: &Program) {
+fn render(steps: &mut Vec<Step>, w: &Workload, layout: &Layout, rank: usize, program: &Program, timing: &Timing) {
     for t in &program.tasks {
         match &t.work {
-            Work::Compute(c) if c.kind == ComputeKind::Optimizer => {
-                steps.push(Step::IterEnd(c.time_us.unwrap_or((c.flops / FLOPS_PER_US).max(15.0))))
-            }
-            Work::Compute(c) => steps.push(Step::Compute(c.time_us.unwrap_or((c.flops / FLOPS_PER_US).max(15.0)))),
+            Work::Compute(c) if c.kind == ComputeKind::Optimizer => steps.push(Step::IterEnd(timing.compute_us(c))),
+            Work::Compute(c) => steps.push(Step::Compute(timing.compute_us(c))),
             Work::Coll(c) => steps.push(Step::Coll(CollCall {
                 comm: comm_of(w, rank, c.group),
                 kind: Coll::of(c.kind),
@@ -208,7 +205,7 @@ fn render(steps: &mut Vec<Step>, w: &Workload, layout: &Layout, rank: usize, pro
     }
 }
 
-fn build_rank(layout: &Layout, w: &Workload, rank: usize) -> Vec<Step> {
+fn build_rank(layout: &Layout, w: &Workload, rank: usize, timing: &Timing) -> Vec<Step> {
     let mut steps = Vec::new();
     for &c in &layout.proc_comms[rank] {
         steps.push(Step::Init(c));
@@ -229,7 +226,7 @@ fn build_rank(layout: &Layout, w: &Workload, rank: usize) -> Vec<Step> {
     steps.push(Step::Compute(250_000.0)); // model and optimizer construction
     steps.push(Step::Coll(barrier(0x12)));
     steps.push(Step::Compute(120_000.0)); // dataset and dataloader construction
-    render(&mut steps, w, layout, rank, w.program_of(rank as u32));
+    render(&mut steps, w, layout, rank, w.program_of(rank as u32), timing);
     steps.push(Step::Coll(barrier(0x13)));
     for &c in layout.proc_comms[rank].iter().rev() {
         steps.push(Step::Destroy(c));
@@ -246,7 +243,7 @@ mod tests {
     fn tp_allreduces_and_p2p_peers_resolve_on_the_comms() {
         let cfg = RunConfig::default();
         let layout = Layout::build(&cfg, &mut SplitMix64::new(1));
-        let prog = build(&cfg, &layout);
+        let prog = build(&cfg, &layout, &Timing::new(&cfg, cfg.validate().unwrap()));
         let tp = layout.comm_of(1, GroupKind::Tp).unwrap();
         let bf16 = |s: &Step| matches!(s, Step::Coll(c) if c.comm == tp && c.dtype == 9);
         // first stage: 4 per layer per microbatch + embedding

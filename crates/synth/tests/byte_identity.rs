@@ -1,15 +1,24 @@
-//! Byte identity of the generator across the move of the Megatron program into
-//! `commlens-workload` (`workload::megatron`).
-//!
-//! The hashes below were RECORDED WITH THE CODE BEFORE THE MOVE (when `commlens-synth` still held
-//! its own `traffic`/`interleaved`/`moe`/`params` program), for the fixed configurations of
+//! Byte identity of the generator's output, for the fixed configurations of
 //! `tests/support/cases.rs`: the demo's default, MoE with each dispatcher, interleaved virtual
 //! stages, sequence parallelism, the distributed optimizer, pp = 1, tp = 1, all-forward-all-
 //! backward, a combined file with call lines on NCCL 2.20, every variant at once, one rank.
-//! Each hash covers the run's files (logs, `combined.log`), its truth as JSON, the traced run's
-//! logs, its trace truth as JSON and every rank's kernels (FNV-1a 64 over all of them in order).
-//! A mismatch means the generated output changed: if that is intended, print the new table with
-//! `COMMLENS_PRINT_HASHES=1 cargo test -p commlens-synth --test byte_identity -- --nocapture`
+//!
+//! Two tables:
+//! - `RECORDED`: every byte. Each hash covers the run's files (logs, `combined.log`), its truth
+//!   as JSON, the traced run's logs, its trace truth as JSON and every rank's kernels (FNV-1a 64
+//!   over all of them in order). First recorded before the Megatron program moved into
+//!   `commlens-workload` (the move kept every byte); re-recorded when the step durations came to
+//!   be the simulator's models (`commlens-synth`'s `timing`: roofline compute, the collective
+//!   model on the generated cluster) and every collective came to wait for its last member,
+//!   which moved every timestamp. These hashes depend on the
+//!   roofline's and the collective model's constants, so a calibration change there changes them.
+//! - `RECORDED_UNTIMED`: what no timing may change: every process's log with each line's
+//!   timestamp cut off, and the truth without the combined file's (time-ordered) interleaving.
+//!   RECORDED WITH THE CODE BEFORE THE TIMING CHANGE (the flat FLOP rate and synth's own link
+//!   model) and equal after it: the durations moved, not one operation, line or truth field.
+//!
+//! A mismatch means the generated output changed: if that is intended, print the new tables
+//! with `COMMLENS_PRINT_HASHES=1 cargo test -p commlens-synth --test byte_identity -- --nocapture`
 //! and say in the commit why the output changed.
 
 mod support;
@@ -53,38 +62,88 @@ fn hash_case(cfg: &commlens_synth::RunConfig) -> u64 {
     h.0
 }
 
-/// Recorded before the move (see the module docs).
+/// Every byte, recorded with the simulator's timing (see the module docs).
 const RECORDED: &[(&str, u64)] = &[
-    ("default", 0xd3e1db83329131a1),
-    ("moe-a2a", 0xbc1c07ed6c1e177b),
-    ("moe-ag", 0xefe1ba782201f68a),
-    ("moe-ep-eq-dp-freq2", 0x2548acb5e5f98b31),
-    ("vpp", 0x1324e5b7c0c8626f),
-    ("vpp-tp-dp", 0x9a6973411cc68e72),
-    ("sp", 0xe68a19b54437d8ff),
-    ("distopt", 0x4c73f5f826898ce1),
-    ("pp1", 0x82d46cbf8d4d3276),
-    ("tp1", 0xb4fbf7ac52f60e87),
-    ("afab", 0x84f1293f10b329cc),
-    ("combined-calls-2.20", 0xa7dd9798a3757b2c),
-    ("all-variants", 0xf144e11de410bb3d),
-    ("single-rank", 0xf020591e2e9eda27),
+    ("default", 0x4045aa01985e07df),
+    ("moe-a2a", 0xa10a4c1ac26ff71b),
+    ("moe-ag", 0xda566ce23f141051),
+    ("moe-ep-eq-dp-freq2", 0x5a1d3a341ca5905c),
+    ("vpp", 0x52f499ef334a49c2),
+    ("vpp-tp-dp", 0xb48d624f5c833828),
+    ("sp", 0x7c71ff201ac07a0f),
+    ("distopt", 0xc36e26252e33f50f),
+    ("pp1", 0x2c20db4957ac6d38),
+    ("tp1", 0x8df228bfc263cdf6),
+    ("afab", 0xd3ed94adde008ec7),
+    ("combined-calls-2.20", 0xfc0a14a2620e6651),
+    ("all-variants", 0x3ce190b80b185ed0),
+    ("single-rank", 0x010d9ba22e21afa0),
 ];
 
-#[test]
-fn generated_output_is_byte_identical_to_the_recorded_one() {
+/// Everything but time, recorded before the timing change (see the module docs).
+const RECORDED_UNTIMED: &[(&str, u64)] = &[
+    ("default", 0x98ebb623afd8ff2c),
+    ("moe-a2a", 0x1db816d706e7920a),
+    ("moe-ag", 0x3f40387f98615308),
+    ("moe-ep-eq-dp-freq2", 0xae5da47c764be38d),
+    ("vpp", 0x6515f52b5b956903),
+    ("vpp-tp-dp", 0x52e8cbbb2f015f4f),
+    ("sp", 0x3e2245000af25aa0),
+    ("distopt", 0x425318c08bac2302),
+    ("pp1", 0x82c93249efe40c9f),
+    ("tp1", 0x06b92e8f2b7f64cd),
+    ("afab", 0x93316e33613718aa),
+    ("combined-calls-2.20", 0xe0b603ab37da2297),
+    ("all-variants", 0x977ec49ad435d9d0),
+    ("single-rank", 0x8845acfbf4fdf41c),
+];
+
+/// The run's per-process logs with each line's timestamp cut off, and its truth without the
+/// combined file's interleaving (which follows the processes' clocks).
+fn hash_untimed(cfg: &commlens_synth::RunConfig) -> u64 {
+    let mut h = Fnv::new();
+    let mut run = generate(cfg);
+    for f in run.files.iter().filter(|f| f.name != "combined.log") {
+        h.add(f.name.as_bytes());
+        for line in f.contents.lines() {
+            let rest = if cfg.timestamps { line.split_once(' ').map_or(line, |(_, r)| r) } else { line };
+            h.add(rest.as_bytes());
+        }
+    }
+    run.truth.combined = None;
+    h.add(serde_json::to_string(&run.truth).unwrap().as_bytes());
+    h.0
+}
+
+/// Compares `hash` of every case with `table`; the mismatches.
+fn check(table: &[(&str, u64)], title: &str, hash: fn(&commlens_synth::RunConfig) -> u64) -> Vec<String> {
     let print = std::env::var_os("COMMLENS_PRINT_HASHES").is_some();
+    if print {
+        println!("{title}:");
+    }
     let mut bad = Vec::new();
     for (name, cfg) in support::cases::cases() {
-        let got = hash_case(&cfg);
+        let got = hash(&cfg);
         if print {
             println!("    (\"{name}\", {got:#018x}),");
         }
-        match RECORDED.iter().find(|(n, _)| *n == name) {
+        match table.iter().find(|(n, _)| *n == name) {
             Some(&(_, want)) if want == got => {}
-            Some(&(_, want)) => bad.push(format!("{name}: {got:#018x}, recorded {want:#018x}")),
-            None => bad.push(format!("{name}: no recorded hash")),
+            Some(&(_, want)) => bad.push(format!("{title} {name}: {got:#018x}, recorded {want:#018x}")),
+            None => bad.push(format!("{title} {name}: no recorded hash")),
         }
     }
+    bad
+}
+
+#[test]
+fn generated_output_is_byte_identical_to_the_recorded_one() {
+    let bad = check(RECORDED, "RECORDED", hash_case);
     assert!(bad.is_empty(), "generated output changed:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn generated_output_but_its_times_is_what_it_was_before_the_timing_change() {
+    let bad = check(RECORDED_UNTIMED, "RECORDED_UNTIMED", hash_untimed);
+    assert!(bad.is_empty(), "generated operations, lines or truth changed:\n{}", bad.join("\n"));
 }

@@ -26,6 +26,7 @@ mod nsys_writer;
 mod timeline;
 
 pub use drops::{drop_log_ops, DroppedLogOp};
+pub(crate) use timeline::{NCCL_LAUNCH_SPREAD_US, NCCL_LAUNCH_US};
 
 use crate::config::{ConfigError, RunConfig};
 use crate::rng::SplitMix64;

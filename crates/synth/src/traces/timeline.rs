@@ -27,6 +27,12 @@ use crate::rng::SplitMix64;
 use crate::sim::{SimEvent, SimOutput};
 use std::collections::HashMap;
 
+/// Delay of an NCCL kernel's start after its launching record's CPU time, µs:
+/// `NCCL_LAUNCH_US + NCCL_LAUNCH_SPREAD_US × U(0, 1)` (`crate::sim` moves a rank's clock past
+/// the end of a kernel started that late, so the GPU never falls behind the logs).
+pub(crate) const NCCL_LAUNCH_US: f64 = 4.0;
+pub(crate) const NCCL_LAUNCH_SPREAD_US: f64 = 3.0;
+
 /// One NCCL launch: a collective (two records on a batching rank) or a Send/Recv group.
 #[derive(Clone, Debug)]
 pub(super) struct Unit {
@@ -303,7 +309,7 @@ fn step(
             let start = match st.waiting {
                 Some((w, s)) if w == i => s,
                 _ => {
-                    let lat = 4.0 + 3.0 * st.rng.unit();
+                    let lat = NCCL_LAUNCH_US + NCCL_LAUNCH_SPREAD_US * st.rng.unit();
                     (u.t_e + lat).max(stream_free).max(st.compute_free)
                 }
             };
