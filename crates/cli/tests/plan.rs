@@ -61,9 +61,19 @@ fn csv_text_explain_and_html() {
     let r = plan(&["--model", "llama-7b", "--gpus", "16", "--top", "4", "--explain", "2", "--html", html.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.err);
     println!("{}", r.out);
-    for want in ["rank model  layout", "#2 ", "memory per GPU:", "estimate:", "bottleneck:"] {
+    for want in ["rank  layout", "#2 ", "memory per GPU:", "estimate:", "bottleneck:"] {
         assert!(r.out.contains(want), "missing {want:?} in\n{}", r.out);
     }
+    // By default the ranking fits 80 columns (two lines per layout); notes are prose.
+    let table: Vec<&str> = r.out.lines().skip(1).take_while(|l| !l.starts_with("note:") && !l.starts_with("ranked ")).collect();
+    assert_eq!(table.len(), 2 + 2 * 4, "header, key line and two lines per layout:\n{}", r.out);
+    assert!(table.iter().all(|l| l.chars().count() <= 80), "wider than 80 columns:\n{}", r.out);
+    // --wide: one line per layout with every column.
+    let w = plan(&["--model", "llama-7b", "--gpus", "16", "--top", "4", "--wide"]);
+    assert_eq!(w.code, 0, "{}", w.err);
+    let lines: Vec<&str> = w.out.lines().collect();
+    assert!(lines[1].starts_with("rank model  layout") && lines[1].contains("communication ms"), "{}", w.out);
+    assert!(lines[2..6].iter().all(|l| l.split_whitespace().count() >= 9), "{}", w.out);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Parallel layout plan") && page.contains("<svg") && page.contains("Memory per GPU"), "plan section with charts");
     assert!(!page.contains("Not available for these inputs"), "a plan page lists no absent trace sections");

@@ -233,28 +233,56 @@ fn comm_text(r: &PlanRow) -> String {
     }
 }
 
+/// The ranking as text: one line per layout when the table fits the text width (`--wide`
+/// lifts it), otherwise two — the layout with memory, step time and MFU, then the estimate,
+/// the planner's own rank, the bottleneck and the communication, indented — so 80 columns hold it.
 fn text(p: &Plan, top: usize) -> String {
     let mut s = format!(
         "{} on {} GPUs of {} ({:.0} GiB each), global batch {}: {} layouts, {} fit\n",
         p.model, p.gpus, p.cluster, p.capacity_gib, p.global_batch, p.enumerated, p.fitting
     );
-    s.push_str(&format!(
-        "{:>4} {:>5}  {:<52} {:>8} {:>9} {:>9} {:>6}  {:<11} {}\n",
-        "rank", "model", "layout", "mem GiB", "est ms", "sim ms", "MFU %", "bottleneck", "communication ms (exposed when simulated)"
-    ));
-    for r in p.rows.iter().take(top) {
+    let rows: Vec<&PlanRow> = p.rows.iter().take(top).collect();
+    let layout_w = rows.iter().map(|r| r.layout.label().chars().count()).max().unwrap_or(0).max(6);
+    let comm_w = rows.iter().map(|r| comm_text(r).chars().count()).max().unwrap_or(0);
+    // rank, model rank, layout, memory, estimate, simulated, MFU, bottleneck, communication.
+    let one_line = 4 + 1 + 5 + 2 + layout_w + 1 + 8 + 1 + 9 + 1 + 9 + 1 + 6 + 2 + 11 + 1 + comm_w.max(16);
+    if one_line <= commlens_export::table::text_width() {
         s.push_str(&format!(
-            "{:>4} {:>5}  {:<52} {:>8.1} {:>9} {:>9} {:>6.1}  {:<11} {}\n",
-            r.rank,
-            r.model_rank,
-            r.layout.label(),
-            r.memory.total_gib(),
-            ms(r.estimate.step_s),
-            sim_ms(r),
-            r.mfu * 100.0,
-            r.bottleneck,
-            comm_text(r)
+            "{:>4} {:>5}  {:<layout_w$} {:>8} {:>9} {:>9} {:>6}  {:<11} {}\n",
+            "rank", "model", "layout", "mem GiB", "est ms", "sim ms", "MFU %", "bottleneck", "communication ms (exposed when simulated)"
         ));
+        for r in &rows {
+            s.push_str(&format!(
+                "{:>4} {:>5}  {:<layout_w$} {:>8.1} {:>9} {:>9} {:>6.1}  {:<11} {}\n",
+                r.rank,
+                r.model_rank,
+                r.layout.label(),
+                r.memory.total_gib(),
+                ms(r.estimate.step_s),
+                sim_ms(r),
+                r.mfu * 100.0,
+                r.bottleneck,
+                comm_text(r)
+            ));
+        }
+    } else {
+        s.push_str(&format!("{:>4}  {:<layout_w$} {:>7} {:>9} {:>5}\n", "rank", "layout", "mem GiB", "step ms", "MFU %"));
+        s.push_str("      then: estimate ms · analytical rank · bottleneck · comm ms\n");
+        for r in &rows {
+            let step = r.simulated.map_or(r.estimate.step_s, |x| x.iteration_s);
+            s.push_str(&format!(
+                "{:>4}  {:<layout_w$} {:>7.1} {:>9} {:>5.1}\n      est {} · #{} · {} · {}\n",
+                r.rank,
+                r.layout.label(),
+                r.memory.total_gib(),
+                ms(step),
+                r.mfu * 100.0,
+                ms(r.estimate.step_s),
+                r.model_rank,
+                r.bottleneck,
+                comm_text(r)
+            ));
+        }
     }
     for n in &p.notes {
         s.push_str(&format!("note: {n}\n"));
