@@ -25,10 +25,11 @@ pub struct ReportArgs<'a> {
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let (mut baselines, baseline_files) = if a.baselines.is_empty() { (Vec::new(), Vec::new()) } else { crate::baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
-    let loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
+    let mut loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, samples: false, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    crate::load::drop_read_state(&mut loaded);
     let t = &loaded.table;
     if t.n_ops() == 0 && !loaded.benchmarks.is_empty() {
         // nccl-tests outputs alone: their curves and tables are the report.
@@ -123,11 +124,14 @@ pub fn build(
         bandwidth: rd::bandwidth(t, baselines),
         ..Report::default()
     };
+    // Per rank × communicator counters: freed before the analyses below build theirs.
+    drop(agg);
     // One classification serves the three tables that name parallelism.
     let class = commlens_analyze::classify::infer(t);
     r.tables.push(rd::parallelism_table(t, &class));
     r.tables.push(rd::classification_table(&class));
     r.tables.push(rd::signature_table(t, &class));
+    drop(class);
     let ranges = crate::enrich::iteration_ranges(traces);
     r.iterations = rd::iterations(t, &ranges);
     r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
