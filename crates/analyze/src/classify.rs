@@ -280,11 +280,13 @@ impl CommEvidence {
 /// Evidence of every logical communicator.
 pub fn evidence(t: &OpTable) -> Vec<CommEvidence> {
     let mut kinds: Vec<BTreeMap<OpKind, u64>> = vec![BTreeMap::new(); t.logical.len()];
-    let mut sizes: Vec<Vec<u64>> = vec![Vec::new(); t.logical.len()];
+    // Sizes as (bytes → operations): a communicator repeats a few sizes, so
+    // this costs its distinct sizes, not 8 B per operation.
+    let mut sizes: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); t.logical.len()];
     for op in t.ops() {
         if let Some(l) = t.comms.get(op.comm.ix()).and_then(|c| c.logical) {
             *kinds[l.ix()].entry(op.kind).or_default() += 1;
-            sizes[l.ix()].push(op.bytes);
+            *sizes[l.ix()].entry(op.bytes).or_default() += 1;
         }
     }
     t.logical
@@ -297,11 +299,19 @@ pub fn evidence(t: &OpTable) -> Vec<CommEvidence> {
             let diffs: BTreeSet<u32> = ranks.windows(2).map(|w| w[1] - w[0]).collect();
             let hosts: BTreeSet<&str> =
                 l.members.iter().map(|m| t.processes[t.comms[m.ix()].proc.ix()].host.as_str()).collect();
-            let s = &mut sizes[i];
-            s.sort_unstable();
+            let s = std::mem::take(&mut sizes[i]);
+            let ops: u64 = s.values().sum();
+            // The sorted sizes' element at ops / 2, read off cumulative counts.
+            let mut below = 0;
+            let median_bytes = s
+                .iter()
+                .find(|(_, n)| {
+                    below += **n;
+                    below > ops / 2
+                })
+                .map_or(0, |(b, _)| *b);
             let mut mix: Vec<(OpKind, u64)> = kinds[i].iter().map(|(k, n)| (*k, *n)).collect();
             mix.sort_by_key(|m| std::cmp::Reverse(m.1));
-            let ops = s.len() as u64;
             CommEvidence {
                 nranks: l.nranks,
                 stride: if diffs.len() == 1 { diffs.first().copied() } else { None },
@@ -309,9 +319,10 @@ pub fn evidence(t: &OpTable) -> Vec<CommEvidence> {
                 hosts: hosts.len() as u32,
                 ops,
                 ops_per_member: ops as f64 / l.members.len().max(1) as f64,
-                bytes: s.iter().fold(0u64, |a, b| a.saturating_add(*b)),
-                median_bytes: s.get(s.len() / 2).copied().unwrap_or(0),
-                max_bytes: s.last().copied().unwrap_or(0),
+                // Saturating sums of unsigned values do not depend on order.
+                bytes: s.iter().fold(0u64, |a, (b, n)| a.saturating_add(b.saturating_mul(*n))),
+                median_bytes,
+                max_bytes: s.keys().next_back().copied().unwrap_or(0),
                 mix,
             }
         })

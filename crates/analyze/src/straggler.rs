@@ -471,7 +471,18 @@ pub fn analyze_stragglers(table: &OpTable, cfg: &StragglerConfig) -> StragglerRe
     }
     let outs: Vec<CommOut> = (0..t.logical.len() as u32)
         .into_par_iter()
-        .map(|l| analyze_comm(t, LogicalCommIdx(l), &by_handle, cfg))
+        .map(|l| {
+            let mut o = analyze_comm(t, LogicalCommIdx(l), &by_handle, cfg);
+            if !cfg.keep_instances {
+                // Each communicator's own `worst` in the final order (one
+                // communicator: skew only, stable) hold every instance of the
+                // overall `worst`, so no more is kept while the others run.
+                o.instances.sort_by_key(|i| std::cmp::Reverse(i.start_skew_ns));
+                o.instances.truncate(cfg.worst);
+                o.instances.shrink_to_fit();
+            }
+            o
+        })
         .collect();
     let mut ranks: Vec<Option<MemberAcc>> = vec![None; t.devices.len()];
     let mut report = StragglerReport {

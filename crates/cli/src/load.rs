@@ -171,6 +171,23 @@ pub fn load_columns(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns) -> Re
     Ok(loaded)
 }
 
+/// Frees what reading left next to the table that a table command does not use
+/// (per-file read reports and index maps) and hands the freed memory back to
+/// the system before the analyses start. The files were parsed on rayon's
+/// threads, each allocating from its own malloc arena: what they free there
+/// the analyses, on the main thread, would not reuse, so it would stay in the
+/// peak (about 100 MB on a 100,000-rank job).
+pub fn drop_read_state(loaded: &mut Loaded) {
+    loaded.reports = Vec::new();
+    loaded.remaps = Vec::new();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of glibc's arenas to the
+    // kernel; it touches no live allocation.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// When the processes of the table form several jobs (no communicator joins
 /// them: two runs in one transcript, unrelated captures in one folder), a
 /// warning naming each job's processes; `None` for one job, or when a reader

@@ -6,7 +6,7 @@
 
 use crate::error::IngestError;
 use crate::kineto::KernelTrace;
-use crate::merge::{merge_tables, screen_parts, Remap, Screen};
+use crate::merge::{Merger, Remap, Screen, Screener};
 pub use crate::kind::{sniff, InputFormat};
 pub use crate::load_any::load_any;
 use crate::nccl_log::{self, ReadOptions, ReadReport};
@@ -431,49 +431,88 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
+    // Files are read in parallel a batch at a time and each, in file order,
+    // screened and folded into the merged table as soon as its batch is
+    // read: what a file repeats (its host's topology after the first, say)
+    // is dropped then, so memory holds the merged table and one batch, not
+    // every file's table. Screening and merging in file order give the very
+    // table reading all files first gave.
     let chunk_notes = std::sync::Mutex::new(Vec::new());
-    type Parts<S> = Vec<(S, Option<nccl_log::ChunkMaps>)>;
-    let results: Vec<(PathBuf, bool, Result<(OpTable, ReadReport), IngestError>, Parts<S>)> = files
-        .par_iter()
-        .map(|(path, explicit)| {
-            let (res, parts, note) = nccl_log::chunked::read_file_parts(path, opts, keep_ops, &make, &per_op);
-            if let Some(n) = note {
-                chunk_notes.lock().expect("notes").push(n);
+    let batch = (4 * rayon::current_num_threads()).max(16);
+    let mut reports = Vec::new();
+    let mut skipped_files = Vec::new();
+    // Per part read (successful file, in order): its file, and its remap once merged.
+    let mut part_slot: Vec<usize> = Vec::new();
+    let mut kept: Vec<(usize, Remap)> = Vec::new();
+    let mut states = Vec::with_capacity(files.len());
+    let mut screener = Screener::default();
+    let mut merger = Merger::default();
+    let mut screen_notes = Vec::new();
+    for (b, group) in files.chunks(batch).enumerate() {
+        let results: Vec<_> = group
+            .par_iter()
+            .map(|(path, _)| {
+                let (mut res, parts, note) = nccl_log::chunked::read_file_parts(path, opts, keep_ops, &make, &per_op);
+                if let Some(n) = note {
+                    chunk_notes.lock().expect("notes").push(n);
+                }
+                if let (Ok((_, r)), false) = (&mut res, opts.samples) {
+                    r.drop_samples();
+                }
+                (res, parts)
+            })
+            .collect();
+        for (k, (res, state)) in results.into_iter().enumerate() {
+            let i = b * batch + k;
+            let (path, explicit) = &files[i];
+            states.push(state);
+            let (t, r) = match res {
+                Ok(tr) => tr,
+                Err(e @ (IngestError::NotNcclLog { .. } | IngestError::Binary { .. })) if !explicit => {
+                    skipped_files.push((path.clone(), e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            part_slot.push(i);
+            let name = |k: usize| files[part_slot[k]].0.display().to_string();
+            // Files repeating or contradicting earlier ones are not merged
+            // (their per-file state is emptied too, so folded results do
+            // not count them).
+            match screener.screen(&t) {
+                Screen::Keep => {
+                    reports.push(r);
+                    kept.push((i, merger.add(t)));
+                }
+                v => {
+                    screen_notes.push(match v {
+                        Screen::Repeats { of } => format!(
+                            "note: {} repeats {} (the same processes and operations); read once",
+                            name(part_slot.len() - 1),
+                            name(of)
+                        ),
+                        Screen::Conflict { with, what } => format!(
+                            "warning: {} contradicts {}: {what}; {} is left out",
+                            name(part_slot.len() - 1),
+                            name(with),
+                            name(part_slot.len() - 1)
+                        ),
+                        Screen::Keep => unreachable!(),
+                    });
+                    states[i] = vec![(S::default(), None)];
+                }
             }
-            (path.clone(), *explicit, res, parts)
-        })
-        .collect();
+        }
+    }
     let mut chunk_notes = chunk_notes.into_inner().expect("notes");
     chunk_notes.sort();
     notes.extend(chunk_notes);
-    let mut parts = Vec::new();
-    let mut reports = Vec::new();
-    let mut skipped_files = Vec::new();
-    let mut file_slot = Vec::new();
-    let mut states = Vec::with_capacity(files.len());
-    for (i, (path, explicit, res, state)) in results.into_iter().enumerate() {
-        states.push(state);
-        match res {
-            Ok((t, r)) => {
-                parts.push(t);
-                reports.push(r);
-                file_slot.push(i);
-            }
-            Err(e @ (IngestError::NotNcclLog { .. } | IngestError::Binary { .. })) if !explicit => {
-                skipped_files.push((path, e.to_string()));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if parts.is_empty() {
+    if part_slot.is_empty() {
         let states = states.into_iter().flatten().map(|(st, _)| st).collect();
         return Ok((Loaded { skipped_files, notes, remaps: Vec::new(), ..Loaded::empty() }, states));
     }
-    // Files repeating or contradicting earlier ones are not merged (their
-    // per-file state is emptied too, so folded results do not count them).
-    let (verdicts, shared) = screen_parts(&parts);
-    let name = |k: usize| files[file_slot[k]].0.display().to_string();
-    for (j, i, proc) in shared {
+    let name = |k: usize| files[part_slot[k]].0.display().to_string();
+    for (j, i, proc) in std::mem::take(&mut screener.shared) {
         notes.push(format!(
             "warning: process {proc} appears in both {} and {} with different operations; \
              both are read, so operations they share are counted twice",
@@ -481,39 +520,9 @@ where
             name(i)
         ));
     }
-    for (k, v) in verdicts.iter().enumerate() {
-        match v {
-            Screen::Keep => {}
-            Screen::Repeats { of } => notes.push(format!(
-                "note: {} repeats {} (the same processes and operations); read once",
-                name(k),
-                name(*of)
-            )),
-            Screen::Conflict { with, what } => notes.push(format!(
-                "warning: {} contradicts {}: {what}; {} is left out",
-                name(k),
-                name(*with),
-                name(k)
-            )),
-        }
-    }
-    if verdicts.iter().any(|v| *v != Screen::Keep) {
-        let mut keep = verdicts.iter().map(|v| *v == Screen::Keep);
-        let mut kept_slots = Vec::new();
-        let mut kept_reports = Vec::new();
-        let mut kept_parts = Vec::new();
-        for ((t, r), slot) in parts.into_iter().zip(reports).zip(file_slot) {
-            if keep.next().unwrap_or(true) {
-                kept_parts.push(t);
-                kept_reports.push(r);
-                kept_slots.push(slot);
-            } else {
-                states[slot] = vec![(S::default(), None)];
-            }
-        }
-        (parts, reports, file_slot) = (kept_parts, kept_reports, kept_slots);
-    }
-    let (mut table, part_remaps) = merge_tables(parts);
+    notes.extend(screen_notes);
+    let mut table = merger.finish();
+    let (file_slot, part_remaps): (Vec<usize>, Vec<Remap>) = kept.into_iter().unzip();
     // Folded processes interleave; restore source order per rank.
     for r in &mut table.per_rank {
         r.sort_by_key(|op| op.line);

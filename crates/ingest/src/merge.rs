@@ -19,13 +19,34 @@ pub struct Remap {
 
 /// Merges tables (their `per_rank` operations included) into one.
 pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
-    let mut out = OpTable::default();
-    let mut procs: HashMap<(String, u32), ProcIdx> = HashMap::new();
-    let mut devs: HashMap<(ProcIdx, Option<u32>), DevIdx> = HashMap::new();
-    let mut comms: HashMap<(ProcIdx, u64), CommIdx> = HashMap::new();
-    let mut topo_hosts: std::collections::HashSet<String> = out.topologies.iter().map(|t| t.host.clone()).collect();
-    let mut remaps = Vec::with_capacity(parts.len());
-    for part in parts {
+    let mut m = Merger::default();
+    let remaps = parts.into_iter().map(|part| m.add(part)).collect();
+    (m.finish(), remaps)
+}
+
+/// [`merge_tables`] one table at a time, so that a caller reading many files
+/// folds each into the result as soon as it is read (what a part repeats —
+/// its host's topology after the first, its known processes — is dropped
+/// then, not held until every file is read). Adding parts one by one gives
+/// the very table `merge_tables` gives for the same parts in the same order.
+#[derive(Default)]
+pub struct Merger {
+    out: OpTable,
+    procs: HashMap<(String, u32), ProcIdx>,
+    devs: HashMap<(ProcIdx, Option<u32>), DevIdx>,
+    comms: HashMap<(ProcIdx, u64), CommIdx>,
+    topo_hosts: std::collections::HashSet<String>,
+}
+
+impl Merger {
+    /// The merged table.
+    pub fn finish(self) -> OpTable {
+        self.out
+    }
+
+    /// Folds one table in; returns how its indices map into the merged one.
+    pub fn add(&mut self, part: OpTable) -> Remap {
+        let Merger { out, procs, devs, comms, topo_hosts } = self;
         let mut r = Remap::default();
         out.sources.extend(part.sources);
         for p in part.processes {
@@ -121,9 +142,8 @@ pub fn merge_tables(parts: Vec<OpTable>) -> (OpTable, Vec<Remap>) {
                 into.extend(ops);
             }
         }
-        remaps.push(r);
+        r
     }
-    (out, remaps)
 }
 
 /// What [`screen_parts`] decided for one per-file table.
@@ -154,14 +174,33 @@ pub enum Screen {
 /// and, for parts kept although they share a process with an earlier one
 /// (a log split in two, say), the pairs (earlier, later, "host:pid").
 pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, String)>) {
-    type ProcKey = (String, u32);
-    let mut procs: HashMap<ProcKey, usize> = HashMap::new();
-    let mut handles: HashMap<(ProcKey, u64), (u64, u64)> = HashMap::new();
-    let mut claims: HashMap<(u64, u32), (ProcKey, usize)> = HashMap::new();
-    let mut sizes: HashMap<u64, (u32, usize)> = HashMap::new();
-    let mut verdicts = Vec::with_capacity(parts.len());
-    let mut shared = Vec::new();
-    for (i, part) in parts.iter().enumerate() {
+    let mut s = Screener::default();
+    let verdicts = parts.iter().map(|part| s.screen(part)).collect();
+    (verdicts, s.shared)
+}
+
+/// [`screen_parts`] one part at a time, in order (what earlier parts claimed
+/// is kept in indices): the verdicts and shared-process pairs are those
+/// `screen_parts` gives for the same parts.
+#[derive(Default)]
+pub struct Screener {
+    procs: HashMap<(String, u32), usize>,
+    handles: HashMap<((String, u32), u64), (u64, u64)>,
+    claims: HashMap<(u64, u32), ((String, u32), usize)>,
+    sizes: HashMap<u64, (u32, usize)>,
+    /// Parts screened so far.
+    seen: usize,
+    /// (earlier part, later part, `host:pid`) of a process both hold with
+    /// different operations (both are kept).
+    pub shared: Vec<(usize, usize, String)>,
+}
+
+impl Screener {
+    /// The verdict on the next part (its index is the number screened before).
+    pub fn screen(&mut self, part: &OpTable) -> Screen {
+        let Screener { procs, handles, claims, sizes, seen, shared } = self;
+        let i = *seen;
+        *seen += 1;
         let key_of = |p: usize| {
             let p = &part.processes[p];
             (p.host.clone(), p.pid)
@@ -176,8 +215,7 @@ pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, Strin
             });
         if repeats {
             let p = &part.processes[0];
-            verdicts.push(Screen::Repeats { of: procs[&(p.host.clone(), p.pid)] });
-            continue;
+            return Screen::Repeats { of: procs[&(p.host.clone(), p.pid)] };
         }
         let mut conflict = None;
         for c in &part.comms {
@@ -208,8 +246,7 @@ pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, Strin
             }
         }
         if let Some(c) = conflict {
-            verdicts.push(c);
-            continue;
+            return c;
         }
         for p in &part.processes {
             let k = (p.host.clone(), p.pid);
@@ -233,9 +270,8 @@ pub fn screen_parts(parts: &[OpTable]) -> (Vec<Screen>, Vec<(usize, usize, Strin
             }
             handles.entry((me, c.ptr)).or_insert((c.n_ops, c.op_seq_hash));
         }
-        verdicts.push(Screen::Keep);
+        Screen::Keep
     }
-    (verdicts, shared)
 }
 
 #[cfg(test)]

@@ -43,11 +43,14 @@ pub fn build(
         bandwidth: rd::bandwidth(t, baselines),
         ..Report::default()
     };
+    // Per rank × communicator counters: freed before the analyses below build theirs.
+    drop(agg);
     // One classification serves the three tables that name parallelism.
     let class = commlens_analyze::classify::infer(t);
     r.tables.push(rd::parallelism_table(t, &class));
     r.tables.push(rd::classification_table(&class));
     r.tables.push(rd::signature_table(t, &class));
+    drop(class);
     let ranges = crate::enrich::iteration_ranges(traces);
     r.iterations = rd::iterations(t, &ranges);
     r.stragglers = rd::stragglers(t, &rd::straggler_report(t));

@@ -30,7 +30,7 @@ use commlens_model::predict::{Prediction, DEFAULT_VERSION};
 use commlens_model::presets::preset;
 use commlens_model::tuner::NcclEnv;
 use commlens_model::{Cluster, Predictor};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// The model of one communicator handle.
@@ -77,13 +77,6 @@ pub struct Expected<'a> {
     models: Vec<(u32, HashMap<(OpKind, u64), Prediction>)>,
 }
 
-enum Slot {
-    Untried,
-    Unmodelled,
-    /// Index into the shared predictors.
-    Ready(usize),
-}
-
 
 /// What a handle's predictor depends on: its logical communicator (whose members' logged
 /// graphs it merges), declared ranks and nodes, and NCCL version. Handles with the same key
@@ -101,42 +94,58 @@ pub fn model_query(kind: OpKind, bytes: u64, nranks: u32) -> (OpKind, u64) {
 
 impl<'a> Expected<'a> {
     /// Predicts every operation of `t` on `cluster`; `bw` gives the measured side.
+    ///
+    /// Two passes, so that one predictor at a time is alive (each holds a copy of the
+    /// cluster and its tuning table; a 100,000-rank job has tens of thousands of logical
+    /// communicators): the first pass gives every handle with operations its shared model
+    /// (the first handle of a key, in operation order, builds it) and collects the
+    /// distinct (kind, bytes) each model is asked about; the second builds each model's
+    /// predictor, fills its cache and drops it.
     pub fn compute(t: &'a OpTable, cluster: Cluster, bw: &BandwidthReport) -> Expected<'a> {
-        let mut slots: Vec<Slot> = (0..t.comms.len()).map(|_| Slot::Untried).collect();
-        let mut predictors: Vec<Predictor> = Vec::new();
-        let mut models: Vec<(u32, HashMap<(OpKind, u64), Prediction>)> = Vec::new();
-        let mut by_key: HashMap<ModelKey, Option<(usize, CommModel)>> = HashMap::new();
-        let mut comms = vec![None; t.comms.len()];
-        let env = NcclEnv::default();
+        const UNTRIED: u32 = u32::MAX;
+        let mut model_of: Vec<u32> = vec![UNTRIED; t.comms.len()];
+        let mut builders: Vec<CommIdx> = Vec::new();
+        let mut asked: Vec<HashSet<(OpKind, u64)>> = Vec::new();
+        let mut by_key: HashMap<ModelKey, u32> = HashMap::new();
         for op in t.ops() {
             let c = op.comm.ix();
-            let Some(slot) = slots.get_mut(c) else { continue };
-            if matches!(slot, Slot::Untried) {
-                let mut build = || {
-                    predictor(&cluster, t, op.comm, &env).map(|(p, m)| {
-                        models.push((p.nranks, HashMap::new()));
-                        predictors.push(p);
-                        (predictors.len() - 1, m)
-                    })
+            let Some(slot) = model_of.get_mut(c) else { continue };
+            if *slot == UNTRIED {
+                let mut new_model = || {
+                    builders.push(op.comm);
+                    asked.push(HashSet::new());
+                    (builders.len() - 1) as u32
                 };
-                let made = match model_key(t, op.comm) {
-                    Some(key) => *by_key.entry(key).or_insert_with(build),
-                    None => build(),
-                };
-                *slot = match made {
-                    Some((m, model)) => {
-                        comms[c] = Some(model);
-                        Slot::Ready(m)
-                    }
-                    None => Slot::Unmodelled,
+                *slot = match model_key(t, op.comm) {
+                    Some(key) => *by_key.entry(key).or_insert_with(new_model),
+                    None => new_model(),
                 };
             }
-            let Slot::Ready(m) = *slot else { continue };
-            let (nranks, cache) = &mut models[m];
-            let query = model_query(op.kind, op.bytes, *nranks);
-            cache.entry(query).or_insert_with(|| predictors[m].predict(query.0, query.1));
+            asked[*slot as usize].insert((op.kind, op.bytes));
         }
-        let slots = slots.into_iter().map(|s| if let Slot::Ready(m) = s { Some(m) } else { None }).collect();
+        drop(by_key);
+        let env = NcclEnv::default();
+        let mut made: Vec<Option<(usize, CommModel)>> = Vec::with_capacity(builders.len());
+        let mut models: Vec<(u32, HashMap<(OpKind, u64), Prediction>)> = Vec::new();
+        for (builder, asked) in builders.into_iter().zip(asked) {
+            made.push(predictor(&cluster, t, builder, &env).map(|(p, m)| {
+                let mut cache = HashMap::new();
+                for (kind, bytes) in asked {
+                    let query = model_query(kind, bytes, p.nranks);
+                    cache.entry(query).or_insert_with(|| p.predict(query.0, query.1));
+                }
+                models.push((p.nranks, cache));
+                (models.len() - 1, m)
+            }));
+        }
+        let mut comms = vec![None; t.comms.len()];
+        let mut slots = vec![None; t.comms.len()];
+        for (c, &m) in model_of.iter().enumerate() {
+            if let Some(Some((k, model))) = made.get(m as usize) {
+                comms[c] = Some(*model);
+                slots[c] = Some(*k);
+            }
+        }
         let measured = bw.ops.iter().filter_map(|o| o.m.busbw_gb_s.map(|b| (o.op, b))).collect();
         Expected { cluster, comms, table: t, measured, slots, models }
     }
@@ -251,10 +260,26 @@ fn is_text_log(p: &Path) -> bool {
 /// a read error ends the file quietly (the loader reported it already).
 fn scan_lines(path: &Path, label: &str, facts: &mut RunFacts) {
     let Ok(mut lines) = FileLines::open(path, 1 << 20, true) else { return };
+    let info = memchr::memmem::Finder::new(b"NCCL INFO ");
     while let Ok(Some(raw)) = lines.next_line() {
+        if !may_note(&info, raw) {
+            continue;
+        }
         match std::str::from_utf8(raw) {
             Ok(s) => facts.note_log_line(s, label),
             Err(_) => facts.note_log_line(&String::from_utf8_lossy(raw), label),
         }
+    }
+}
+
+/// Whether [`RunFacts::note_log_line`] could take anything from a line: lines
+/// without an NCCL INFO prefix (it reads rank lines there), and NCCL INFO
+/// messages that start as the hardware lines it reads do (`Using network`,
+/// `NET/…`, `CPU/…`). Operation and tuning lines, nearly all of a large log,
+/// are passed over without decoding them.
+fn may_note(info: &memchr::memmem::Finder<'_>, raw: &[u8]) -> bool {
+    match info.find(raw) {
+        None => true,
+        Some(at) => matches!(raw.get(at + b"NCCL INFO ".len()), Some(b'U' | b'N' | b'C')),
     }
 }

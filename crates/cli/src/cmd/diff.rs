@@ -60,7 +60,7 @@ pub fn run(a: &Path, b: &Path, threshold_pct: f64, format: Format, all: bool) ->
 /// (flag set), per collective and message size the bus bandwidth and time of the best
 /// direction, and each run's average bus bandwidth.
 fn load_profile(p: &Path) -> Result<(RunProfile, bool, Option<Vec<Keyed>>), Box<dyn std::error::Error>> {
-    let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions::default())?;
+    let loaded = crate::load::load(std::slice::from_ref(&p.to_path_buf()), &ReadOptions { samples: false, ..ReadOptions::default() })?;
     if loaded.table.n_ops() > 0 || loaded.benchmarks.is_empty() {
         let mut prof = profile_of(p, &loaded)?;
         let rep = commlens_report::sections::anomaly_report(&loaded.table, &loaded.traces);

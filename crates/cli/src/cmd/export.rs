@@ -27,10 +27,11 @@ pub fn run(inputs: &[PathBuf], out: &Path, partition: Option<&str>) -> CmdResult
         Some(k) => Some(dataset_target(k, out)?),
     };
     let (progress, bar) = crate::progress::for_inputs(inputs);
-    let loaded = crate::load::load(inputs, &ReadOptions { progress, ..ReadOptions::default() })?;
+    let mut loaded = crate::load::load(inputs, &ReadOptions { progress, samples: false, ..ReadOptions::default() })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    crate::load::drop_read_state(&mut loaded);
     if loaded.table.n_ops() == 0 {
         return Err("no NCCL operations in the inputs: nothing to export".into());
     }

@@ -27,10 +27,11 @@ pub struct ReportArgs<'a> {
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let (mut baselines, baseline_files) = if a.baselines.is_empty() { (Vec::new(), Vec::new()) } else { baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
-    let loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
+    let mut loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, samples: false, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    crate::load::drop_read_state(&mut loaded);
     let t = &loaded.table;
     if t.n_ops() == 0 && !loaded.benchmarks.is_empty() {
         // nccl-tests outputs alone: their curves and tables are the report.

@@ -13,7 +13,8 @@ use commlens_ingest::nccl_log::ReadOptions;
 use std::path::{Path, PathBuf};
 
 pub fn run(inputs: &[PathBuf], out: &Path) -> CmdResult {
-    let loaded = crate::load::load(inputs, &ReadOptions::default())?;
+    let mut loaded = crate::load::load(inputs, &ReadOptions { samples: false, ..ReadOptions::default() })?;
+    crate::load::drop_read_state(&mut loaded);
     let t = &loaded.table;
     if t.n_ops() == 0 {
         return Err("no operations in the inputs: nothing to draw".into());

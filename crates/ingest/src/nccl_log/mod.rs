@@ -74,6 +74,11 @@ pub struct ReadOptions {
     /// `COMMLENS_CHUNK_BYTES` environment variable, else [`chunked::DEFAULT_CHUNK`].
     #[doc(hidden)]
     pub chunk_bytes: Option<u64>,
+    /// Keep samples of malformed and uninterpreted lines in each file's
+    /// [`ReadReport`] (on by default). Commands that print no read summary
+    /// turn it off: a 100,000-file job would otherwise hold ~10 KB of samples
+    /// per file through its analyses. Counts are kept either way.
+    pub samples: bool,
 }
 
 impl Default for ReadOptions {
@@ -85,6 +90,7 @@ impl Default for ReadOptions {
             fast_paths: true,
             mmap: true,
             chunk_bytes: None,
+            samples: true,
         }
     }
 }

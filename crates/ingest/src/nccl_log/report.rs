@@ -25,6 +25,7 @@ pub struct KindCount {
 impl KindCounts {
     /// Counts one line of `kind`; `sample` is only called for the first few.
     pub fn add(&mut self, kind: &str, line: u64, sample: impl FnOnce() -> String) {
+        self.reindex();
         let i = match self.index.get(kind) {
             Some(&i) => i,
             None => {
@@ -57,6 +58,7 @@ impl KindCounts {
     /// new here keep their order, samples stay the first few in line order.
     /// The caller makes sure the kinds of both fit under the bound.
     pub(super) fn absorb(&mut self, later: KindCounts, line_offset: u64) {
+        self.reindex();
         for k in later.kinds {
             let i = match self.index.get(&k.kind) {
                 Some(&i) => i,
@@ -73,6 +75,22 @@ impl KindCounts {
         }
     }
 
+    /// Drops the samples (counts stay) and the index of kinds, which
+    /// [`KindCounts::add`] rebuilds if it is called again.
+    pub fn drop_samples(&mut self) {
+        for k in &mut self.kinds {
+            k.samples = Vec::new();
+        }
+        self.kinds.shrink_to_fit();
+        self.index = Default::default();
+    }
+
+    fn reindex(&mut self) {
+        if self.index.len() != self.kinds.len() {
+            self.index = self.kinds.iter().enumerate().map(|(i, k)| (k.kind.clone(), i)).collect();
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.kinds.iter().map(|k| k.count).sum()
     }
@@ -85,7 +103,10 @@ impl KindCounts {
     }
 
     pub fn count_of(&self, kind: &str) -> u64 {
-        self.index.get(kind).map_or(0, |&i| self.kinds[i].count)
+        match self.index.get(kind) {
+            Some(&i) => self.kinds[i].count,
+            None => self.kinds.iter().find(|k| k.kind == kind).map_or(0, |k| k.count),
+        }
     }
 }
 
@@ -137,6 +158,14 @@ pub struct ReadReport {
 }
 
 impl ReadReport {
+    /// Drops every sample of a finished report (the counts stay): what
+    /// [`ReadOptions::samples`](super::ReadOptions::samples) off keeps.
+    pub fn drop_samples(&mut self) {
+        self.malformed.drop_samples();
+        self.unknown.drop_samples();
+        self.non_nccl_samples = Vec::new();
+    }
+
     /// Adds the counts of a later part of the same file, read on its own
     /// (line numbers from `line_offset + 1`): the parallel reader's join.
     /// Line, byte and overlong counts are the reader's and are not added.
@@ -248,6 +277,22 @@ pub fn message_kind_in<'a>(msg: &[u8], buf: &'a mut [u8; KIND_MAX]) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dropping_samples_keeps_counts_and_kinds() {
+        let mut k = KindCounts::default();
+        for (i, kind) in ["a", "b", "a", "c", "a"].iter().enumerate() {
+            k.add(kind, i as u64 + 1, || format!("line {i}"));
+        }
+        k.drop_samples();
+        assert!(k.kinds.iter().all(|x| x.samples.is_empty()));
+        assert_eq!((k.count_of("a"), k.count_of("b"), k.count_of("c"), k.count_of("d")), (3, 1, 1, 0));
+        // Counting goes on into the same kinds (the index is rebuilt), no duplicate.
+        k.add("b", 9, || "again".into());
+        k.add("d", 10, || "new".into());
+        assert_eq!(k.kinds.iter().map(|x| (x.kind.as_str(), x.count)).collect::<Vec<_>>(), [("a", 3), ("b", 2), ("c", 1), ("d", 1)]);
+        assert_eq!(k.kinds[1].samples, [(9, "again".to_string())]);
+    }
 
     #[test]
     fn kinds() {

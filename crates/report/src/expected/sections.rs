@@ -5,22 +5,34 @@
 use super::{Expected, OpExpected};
 use commlens_analyze::bandwidth::Spread;
 use commlens_analyze::stats::{bucket_floor, size_bucket};
-use commlens_core::{CollOp, OpKind, OpTable};
+use commlens_core::{Algorithm, CollOp, OpKind, OpTable, Protocol};
 use commlens_export::report::{ExpectedRow, ExpectedSection, TuningRow, TuningSection};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Provenance lines of the cluster shown in the report.
 const PROVENANCE_LINES: usize = 6;
 
-/// Order key and name of an operation's communicator: its logical
-/// communicator, else its handle.
-fn comm_of(t: &OpTable, op: &CollOp) -> (usize, String) {
+/// Order key of an operation's communicator: its logical communicator, else
+/// its handle (after every logical one).
+fn comm_order(t: &OpTable, op: &CollOp) -> usize {
     match t.comms.get(op.comm.ix()) {
         Some(c) => match c.logical {
-            Some(l) => (l.ix(), t.logical[l.ix()].name.clone()),
-            None => (t.logical.len() + op.comm.ix(), format!("comm {:#x}", c.ptr)),
+            Some(l) => l.ix(),
+            None => t.logical.len() + op.comm.ix(),
         },
-        None => (usize::MAX, "(unknown communicator)".into()),
+        None => usize::MAX,
+    }
+}
+
+/// Name of an operation's communicator (a function of [`comm_order`], so it is
+/// made once per row, not per operation).
+fn comm_name(t: &OpTable, op: &CollOp) -> String {
+    match t.comms.get(op.comm.ix()) {
+        Some(c) => match c.logical {
+            Some(l) => t.logical[l.ix()].name.clone(),
+            None => format!("comm {:#x}", c.ptr),
+        },
+        None => "(unknown communicator)".into(),
     }
 }
 
@@ -52,17 +64,58 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Spread::of(&mut v).map(|s| s.median)
 }
 
+/// The median of values given with their repeats, exactly as [`median`] of the
+/// values listed out: the same quantile rule (`bandwidth::quantile`) on the
+/// same order (`f64::total_cmp`), read off cumulative counts.
+fn median_counted(mut v: Vec<(f64, u64)>) -> Option<f64> {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n: u64 = v.iter().map(|x| x.1).sum();
+    let last = n.checked_sub(1)?;
+    let at = |k: u64| {
+        let mut seen = 0;
+        for &(x, c) in &v {
+            seen += c;
+            if k < seen {
+                return x;
+            }
+        }
+        unreachable!("rank {k} below the count {n}")
+    };
+    let pos = 0.5 * last as f64;
+    let (lo, hi) = (pos.floor() as u64, pos.ceil() as u64);
+    let (a, b) = (at(lo), at(hi));
+    Some(a + (b - a) * (pos - lo as f64))
+}
+
+/// Counts of (algorithm, protocol) choices, named by [`choice`] when the row is
+/// made; a short list (the enums bound it), searched linearly.
+type Choices = Vec<((Option<commlens_core::Algorithm>, Option<commlens_core::Protocol>), u64)>;
+
+fn count_choice(m: &mut Choices, c: (Option<commlens_core::Algorithm>, Option<commlens_core::Protocol>)) {
+    match m.iter_mut().find(|x| x.0 == c) {
+        Some(x) => x.1 += 1,
+        None => m.push((c, 1)),
+    }
+}
+
+fn named(m: Choices) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for ((a, p), n) in m {
+        *out.entry(choice(a, p)).or_default() += n;
+    }
+    out
+}
+
 #[derive(Default)]
 struct Acc {
     name: String,
     ops: u64,
-    bytes: Vec<f64>,
-    time: Vec<f64>,
-    expected: Vec<f64>,
+    /// This row's place in the figures map of [`expected_section`].
+    id: u32,
     measured: Vec<f64>,
     eff: Vec<f64>,
-    logged: BTreeMap<String, u64>,
-    model: BTreeMap<String, u64>,
+    logged: Choices,
+    model: Choices,
     logged_graphs: u64,
 }
 
@@ -70,16 +123,26 @@ struct Acc {
 /// when no operation could be modelled.
 pub fn expected_section(t: &OpTable, e: &Expected) -> Option<ExpectedSection> {
     let mut groups: BTreeMap<(usize, OpKind, u8), Acc> = BTreeMap::new();
+    // (row, bytes, expected time bits, expected busbw bits) → operations, one
+    // map for all rows: an operation's figures repeat (the model answers per
+    // kind and size), so a row costs its distinct ones, not a value per
+    // operation nor a map of its own.
+    let mut figures: HashMap<(u32, u64, u64, u64), u64> = HashMap::new();
     let (mut unmodelled, mut timed) = (0u64, 0u64);
+    let mut n_groups = 0usize;
     for (d, ops) in t.per_rank.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
             let Some(x) = e.get(d, i) else {
                 unmodelled += 1;
                 continue;
             };
-            let (order, name) = comm_of(t, op);
-            let a = groups.entry((order, op.kind, size_bucket(op.bytes))).or_default();
-            a.name = name;
+            let a = groups
+                .entry((comm_order(t, op), op.kind, size_bucket(op.bytes)))
+                .or_insert_with(|| Acc { name: comm_name(t, op), id: n_groups as u32, ..Acc::default() });
+            if a.id as usize == n_groups {
+                n_groups += 1;
+            }
+            *figures.entry((a.id, op.bytes, x.time_us.to_bits(), x.busbw_gb_s.to_bits())).or_default() += 1;
             add(a, op, &x, e.comms.get(op.comm.ix()).copied().flatten().is_some_and(|m| m.logged_graphs));
             timed += u64::from(x.measured_busbw_gb_s.is_some());
         }
@@ -87,21 +150,26 @@ pub fn expected_section(t: &OpTable, e: &Expected) -> Option<ExpectedSection> {
     if groups.is_empty() {
         return None;
     }
+    let mut per_row: Vec<Vec<((u64, u64, u64), u64)>> = vec![Vec::new(); n_groups];
+    for ((id, b, time, busbw), n) in figures {
+        per_row[id as usize].push(((b, time, busbw), n));
+    }
     let rows: Vec<ExpectedRow> = groups
         .into_iter()
-        .map(|((_, kind, bucket), a)| ExpectedRow {
+        .map(|((_, kind, bucket), a)| (kind, bucket, std::mem::take(&mut per_row[a.id as usize]), a))
+        .map(|(kind, bucket, figures, a)| ExpectedRow {
             comm: a.name,
             kind: kind.name().to_string(),
             lo_bytes: bucket_floor(bucket),
-            median_bytes: median(a.bytes).unwrap_or(0.0) as u64,
+            median_bytes: median_counted(figures.iter().map(|(k, n)| (k.0 as f64, *n)).collect()).unwrap_or(0.0) as u64,
             ops: a.ops,
             timed: a.measured.len() as u64,
-            expected_time_us: median(a.time),
-            expected_busbw_gb_s: median(a.expected),
+            expected_time_us: median_counted(figures.iter().map(|(k, n)| (f64::from_bits(k.1), *n)).collect()),
+            expected_busbw_gb_s: median_counted(figures.iter().map(|(k, n)| (f64::from_bits(k.2), *n)).collect()),
             measured_busbw_gb_s: median(a.measured),
             efficiency: median(a.eff),
-            logged_choice: mix(&a.logged),
-            model_choice: mix(&a.model),
+            logged_choice: mix(&named(a.logged)),
+            model_choice: mix(&named(a.model)),
             tuner_input: match a.logged_graphs {
                 0 => "emulated search",
                 n if n == a.ops => "logged graphs",
@@ -139,9 +207,6 @@ pub fn expected_section(t: &OpTable, e: &Expected) -> Option<ExpectedSection> {
 
 fn add(a: &mut Acc, op: &CollOp, x: &OpExpected, logged_graphs: bool) {
     a.ops += 1;
-    a.bytes.push(op.bytes as f64);
-    a.time.push(x.time_us);
-    a.expected.push(x.busbw_gb_s);
     if let Some(m) = x.measured_busbw_gb_s {
         a.measured.push(m);
     }
@@ -149,9 +214,9 @@ fn add(a: &mut Acc, op: &CollOp, x: &OpExpected, logged_graphs: bool) {
         a.eff.push(f);
     }
     if op.algo.is_some() {
-        *a.logged.entry(choice(op.algo, op.proto)).or_default() += 1;
+        count_choice(&mut a.logged, (op.algo, op.proto));
     }
-    *a.model.entry(choice(x.algo, x.proto)).or_default() += 1;
+    count_choice(&mut a.model, (x.algo, x.proto));
     a.logged_graphs += u64::from(logged_graphs);
 }
 
@@ -160,9 +225,11 @@ fn add(a: &mut Acc, op: &CollOp, x: &OpExpected, logged_graphs: bool) {
 pub fn tuning_section(t: &OpTable, e: &Expected) -> Option<TuningSection> {
     let mut s = TuningSection::default();
     let (mut any, mut outside, mut unmodelled) = (false, 0u64, 0u64);
-    // (communicator order, kind, bytes, logged, model, differs) → (communicator, count)
-    type Key = (usize, OpKind, u64, String, String, String);
-    let mut rows: BTreeMap<Key, (String, u64)> = BTreeMap::new();
+    // Counted per operation under a key of plain values, (communicator order,
+    // kind, bytes, logged algorithm, protocol and channels, the model's) →
+    // (communicator, count); its words are written once per row below.
+    type Key = (usize, OpKind, u64, Algorithm, Protocol, Option<u32>, Algorithm, Protocol, u32);
+    let mut counted: HashMap<Key, (String, u64)> = HashMap::new();
     for (d, ops) in t.per_rank.iter().enumerate() {
         for (i, op) in ops.iter().enumerate() {
             let (Some(algo), Some(proto)) = (op.algo, op.proto) else { continue };
@@ -187,28 +254,32 @@ pub fn tuning_section(t: &OpTable, e: &Expected) -> Option<TuningSection> {
             if same && ch_same != Some(false) {
                 continue;
             }
-            let mut differs = Vec::new();
-            if ma != algo {
-                differs.push("algorithm");
-            }
-            if mp != proto {
-                differs.push("protocol");
-            }
-            if ch_same == Some(false) {
-                differs.push("channels");
-            }
-            let logged = match logged_ch {
-                Some(c) => format!("{}/{}, {c} channels", algo.name(), proto.name()),
-                None => format!("{}/{}", algo.name(), proto.name()),
-            };
-            let model = format!("{}/{}, {} channels", ma.name(), mp.name(), x.n_channels);
-            let (order, name) = comm_of(t, op);
-            let r = rows.entry((order, op.kind, op.bytes, logged, model, differs.join(", "))).or_insert((name, 0));
-            r.1 += 1;
+            let key = (comm_order(t, op), op.kind, op.bytes, algo, proto, logged_ch, ma, mp, x.n_channels);
+            counted.entry(key).or_insert_with(|| (comm_name(t, op), 0)).1 += 1;
         }
     }
     if !any {
         return None;
+    }
+    // (communicator order, kind, bytes, logged, model, differs) → (communicator, count)
+    let mut rows: BTreeMap<(usize, OpKind, u64, String, String, String), (String, u64)> = BTreeMap::new();
+    for ((order, kind, bytes, algo, proto, logged_ch, ma, mp, n_channels), (name, count)) in counted {
+        let mut differs = Vec::new();
+        if ma != algo {
+            differs.push("algorithm");
+        }
+        if mp != proto {
+            differs.push("protocol");
+        }
+        if logged_ch.is_some_and(|c| c != n_channels) {
+            differs.push("channels");
+        }
+        let logged = match logged_ch {
+            Some(c) => format!("{}/{}, {c} channels", algo.name(), proto.name()),
+            None => format!("{}/{}", algo.name(), proto.name()),
+        };
+        let model = format!("{}/{}, {} channels", ma.name(), mp.name(), n_channels);
+        rows.entry((order, kind, bytes, logged, model, differs.join(", "))).or_insert((name, 0)).1 += count;
     }
     s.rows = rows
         .into_iter()
@@ -230,4 +301,31 @@ pub fn tuning_section(t: &OpTable, e: &Expected) -> Option<TuningSection> {
         s.notes.push(format!("{unmodelled} logged choices on communicators without a model (single rank, unknown size) are not compared"));
     }
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counted median is bit for bit the median of the values listed out,
+    /// for odd and even counts, repeats, signed zeros, infinities and NaN.
+    #[test]
+    fn counted_median_is_the_listed_median() {
+        let pool = [3.5, -1.0, 0.0, -0.0, 1e9, f64::INFINITY, 2.25, f64::NAN, 7.0, 3.5000001];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..2000 {
+            let n = 1 + (next() % 12) as usize;
+            let counted: Vec<(f64, u64)> = (0..n).map(|_| (pool[(next() % pool.len() as u64) as usize], 1 + next() % 5)).collect();
+            let listed: Vec<f64> = counted.iter().flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize)).collect();
+            let (a, b) = (median_counted(counted.clone()), median(listed));
+            assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits), "{counted:?}");
+        }
+        assert_eq!(median_counted(Vec::new()), None);
+    }
 }
