@@ -11,7 +11,7 @@
 //! Launch lags are not looked up (a per-row join on the runtime table has no
 //! index to use in an export): every record has [`ComputeKernel::NO_LAUNCH`].
 
-use super::query::{Ints, KERNELS};
+use super::query::{value_at, Ints, KERNELS};
 use super::schema::{pid_of, Schema};
 use crate::kineto::trace::{sat_u32, ComputeKernel, ComputeNames, RankTrace, Skipped};
 use rusqlite::{types::Value, Connection};
@@ -172,7 +172,7 @@ fn each_row(
     let mut st = conn.prepare(&sql)?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let extra = r.get::<_, Value>(5)?;
+        let extra = value_at(r, 5)?;
         if !wanted(&extra) {
             continue;
         }

@@ -22,6 +22,19 @@ pub(crate) fn text_at(r: &Row, i: usize) -> rusqlite::Result<Option<String>> {
     })
 }
 
+/// A column as an owned value. rusqlite's own conversion panics on text that is not
+/// UTF-8; such text is kept as its bytes (a blob), which compares equal to nothing a
+/// query binds back, so the row is merely unnamed, never a crash.
+pub(crate) fn value_at(r: &Row, i: usize) -> rusqlite::Result<Value> {
+    Ok(match r.get_ref(i)? {
+        ValueRef::Text(t) => match std::str::from_utf8(t) {
+            Ok(s) => Value::Text(s.to_string()),
+            Err(_) => Value::Blob(t.to_vec()),
+        },
+        v => Value::from(v),
+    })
+}
+
 /// Reads the integer columns of one row, remembering the first that is not
 /// one (TEXT, REAL, BLOB, or NULL where a value is required): such a row is
 /// skipped and counted, never a reason to reject the file.
@@ -112,7 +125,7 @@ pub(crate) fn kernel_names(conn: &Connection, nc: &NameCols) -> rusqlite::Result
         format!("SELECT \"{key}\", \"{key}\", COUNT(*) FROM {KERNELS} GROUP BY \"{key}\"", key = nc.key)
     };
     let mut st = conn.prepare(&sql)?;
-    let rows = st.query_map([], |r| Ok((r.get::<_, Value>(0)?, text_at(r, 1)?, r.get::<_, i64>(2)? as u64)))?;
+    let rows = st.query_map([], |r| Ok((value_at(r, 0)?, text_at(r, 1)?, r.get::<_, i64>(2)? as u64)))?;
     rows.collect()
 }
 
@@ -453,4 +466,22 @@ pub(crate) fn nvtx_ranges(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    /// Text that is not UTF-8 (found by the fuzzer in a kernel name key) comes back as
+    /// its bytes instead of panicking inside rusqlite; good text and numbers are unchanged.
+    #[test]
+    fn text_that_is_not_utf8_is_kept_as_bytes() {
+        let conn = Connection::open_in_memory().unwrap();
+        let got = conn
+            .query_row("SELECT CAST(x'61ff62' AS TEXT), 'ok', 7", [], |r| Ok((value_at(r, 0)?, value_at(r, 1)?, value_at(r, 2)?)))
+            .unwrap();
+        assert_eq!(got.0, Value::Blob(vec![0x61, 0xff, 0x62]));
+        assert_eq!(got.1, Value::Text("ok".into()));
+        assert_eq!(got.2, Value::Integer(7));
+    }
 }
