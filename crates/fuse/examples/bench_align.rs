@@ -214,11 +214,7 @@ fn joint(sizes: &[usize]) {
         let (per, s1, p1) = measure(|| align_ranks(&pairs, &cfg));
         let inputs: Vec<RankInput> = run
             .iter()
-            .map(|r| RankInput {
-                logs: &r.logs,
-                kernels: &r.kernels,
-                comm_groups: &r.comm_groups,
-            })
+            .map(RankTrace::input)
             .collect();
         let (joint, s2, p2) = measure(|| align_run(&inputs, &cfg));
         let ops = (n * run.len()) as f64;

@@ -35,11 +35,7 @@ fn evaluate(cfg: &MegatronConfig, aligner: impl Fn(&[RankTrace]) -> Vec<Alignmen
 fn production(run: &[RankTrace]) -> Vec<Alignment> {
     let inputs: Vec<RankInput> = run
         .iter()
-        .map(|r| RankInput {
-            logs: &r.logs,
-            kernels: &r.kernels,
-            comm_groups: &r.comm_groups,
-        })
+        .map(RankTrace::input)
         .collect();
     align_run(&inputs, &AlignConfig::default())
 }

@@ -119,6 +119,13 @@ pub struct RankTrace {
     pub comm_groups: Vec<(u64, u64)>,
 }
 
+impl RankTrace {
+    /// This rank as an input of [`crate::align::align_run`].
+    pub fn input(&self) -> crate::align::RankInput<'_> {
+        crate::align::RankInput { logs: &self.logs, kernels: &self.kernels, comm_groups: &self.comm_groups }
+    }
+}
+
 /// Generates every rank of the run. Ranks are simulated together: a
 /// collective's kernels end together on all members of its communicator.
 pub fn generate(cfg: &MegatronConfig) -> Vec<RankTrace> {
