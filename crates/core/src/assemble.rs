@@ -5,10 +5,13 @@
 //! (its `rank` field is authoritative); otherwise from the thesis's eq. 4.6,
 //! `NodeIndex × GPUsPerNode + LocalRank`, with hosts sorted by name.
 //!
-//! Logical communicators group handles by `commId` when logged; otherwise by
-//! identical operation sequences (thesis eq. 4.5), then split into groups of
-//! `nranks` members because symmetric groups (two TP groups, say) run the very
-//! same sequence.
+//! Logical communicators group handles by `commId` when logged; a handle made
+//! by `ncclCommSplit` (which logs no `commId`) gets one derived from its
+//! parent's `commId`, the split counter and the color, which its fellow members
+//! share ([`derive_split_ids`]). Otherwise handles are grouped by identical
+//! operation sequences (thesis eq. 4.5), then split into groups of `nranks`
+//! members because symmetric groups (two TP groups, say) run the very same
+//! sequence: two DP groups of equal shape are told apart only by the split.
 
 use crate::model::{CommIdx, DevIdx, Grouping, LogicalComm, LogicalCommIdx, OpTable};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -72,8 +75,43 @@ fn adopt_into_id_groups(table: &OpTable, buckets: &mut BTreeMap<Key, Vec<CommIdx
     }
 }
 
+/// Gives every handle made by `ncclCommSplit` that logged no `commId` an id
+/// derived from (parent's id, split counter, color): equal on the members of
+/// one split group and nowhere else. The parent is the handle of the same
+/// process at the logged pointer; a parent that is itself a split child is
+/// resolved first (parents are created earlier, so a few passes suffice).
+pub fn derive_split_ids(table: &mut OpTable) {
+    if !table.comms.iter().any(|c| c.split.is_some() && c.comm_id.is_none()) {
+        return;
+    }
+    let by_ptr: HashMap<(u32, u64), usize> = table.comms.iter().enumerate().map(|(i, c)| ((c.proc.0, c.ptr), i)).collect();
+    loop {
+        let mut changed = false;
+        for i in 0..table.comms.len() {
+            let c = &table.comms[i];
+            let (None, Some(s)) = (c.comm_id, c.split) else { continue };
+            let Some(parent_id) = by_ptr.get(&(c.proc.0, s.parent)).and_then(|&p| table.comms[p].comm_id) else { continue };
+            table.comms[i].comm_id = Some(split_id(parent_id, s.split_count, s.color));
+            changed = true;
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// FNV-1a over the parent's id, the split counter and the color.
+fn split_id(parent: u64, split_count: u32, color: i64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in parent.to_le_bytes().into_iter().chain(split_count.to_le_bytes()).chain(color.to_le_bytes()) {
+        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
 /// Groups communicator handles into [`LogicalComm`]s.
 pub fn infer_logical_comms(table: &mut OpTable) {
+    derive_split_ids(table);
     table.logical.clear();
     for c in &mut table.comms {
         c.logical = None;

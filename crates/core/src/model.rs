@@ -79,6 +79,21 @@ pub struct Device {
     pub local_rank: Option<u32>,
 }
 
+/// What an `ncclCommSplit` Init line logs of the split that made a handle
+/// (`… parent 0x… splitCount 2 color 1121016176 key 1 - Init COMPLETE`, NCCL
+/// 2.28). The members of one split group share the parent communicator, its
+/// split counter (every parent member calls the split, colorless ones too) and
+/// the color; the parent's pointer differs per process but its `commId` does
+/// not, which is what [`crate::assemble`] groups by when the child logs no
+/// `commId` of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitOrigin {
+    /// The parent's `comm 0x…` pointer in this process.
+    pub parent: u64,
+    pub split_count: u32,
+    pub color: i64,
+}
+
 /// A communicator as one process sees it: NCCL's `ncclComm_t` pointer.
 /// The same logical group has a different pointer in every process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,6 +119,9 @@ pub struct CommMember {
     pub connections: Vec<Connection>,
     /// What init logged about tuning (search graphs, thresholds, table).
     pub tuning: Option<Box<crate::tuning::TuningInfo>>,
+    /// How `ncclCommSplit` made this handle, when its Init line says so.
+    #[serde(default)]
+    pub split: Option<SplitOrigin>,
     /// Number of operations seen on this handle.
     pub n_ops: u64,
     /// Order-sensitive hash of the operation kinds seen (thesis eq. 4.4), used
@@ -129,6 +147,7 @@ impl CommMember {
             trees: Vec::new(),
             connections: Vec::new(),
             tuning: None,
+            split: None,
             n_ops: 0,
             op_seq_hash: SEQ_HASH_SEED,
             logical: None,

@@ -343,6 +343,7 @@ impl LogParser {
                         let mut m = m;
                         t.rank = m.rank.or(t.rank);
                         t.comm_id = m.comm_id.or(t.comm_id);
+                        t.split = m.split.or(t.split);
                         t.n_nodes = m.n_nodes.or(t.n_nodes);
                         t.local_ranks = m.local_ranks.or(t.local_ranks);
                         t.local_rank = m.local_rank.or(t.local_rank);

@@ -7,7 +7,7 @@
 //! latency/bandwidth table; see [`parse_tuning_init_line`]).
 
 use crate::bytes::{dec_i64, dec_u64, hex_u64, next_token, pointer, tokens, trim_ascii};
-use commlens_core::model::{Connection, TreeChannel};
+use commlens_core::model::{Connection, SplitOrigin, TreeChannel};
 use commlens_core::topo::LinkKind;
 use commlens_core::tuning::SearchGraph;
 use commlens_core::{Algorithm, NcclVersion, OpKind, Protocol};
@@ -32,6 +32,8 @@ pub struct CommLine {
     pub local_ranks: Option<u32>,
     pub local_rank: Option<u32>,
     pub phase: Option<InitPhase>,
+    /// `parent 0x… splitCount n color c` of an `ncclCommSplit` Init line.
+    pub split: Option<SplitOrigin>,
 }
 
 /// Parses an Init or layout line. The message may start with the API name
@@ -52,18 +54,19 @@ pub fn parse_comm_line(msg: &[u8]) -> Option<CommLine> {
     let mut line = CommLine::default();
     let mut have_comm = false;
     let u32v = |v: &[u8]| dec_u64(v).and_then(|x| u32::try_from(x).ok());
+    let (mut parent, mut split_count, mut color) = (None, None, None);
     while let Some(key) = it.next() {
         if key == b"-" {
-            if it.next() == Some(&b"Init"[..]) {
-                line.phase = match it.next() {
-                    Some(b"START") => Some(InitPhase::Start),
-                    Some(b"COMPLETE") => Some(InitPhase::Complete),
-                    _ => None,
-                };
-            }
+            line.phase = init_phase(&mut it);
             break;
         }
-        let Some(val) = it.next() else { break };
+        let Some(mut val) = it.next() else { break };
+        // NCCL 2.28's split START line glues the dash to the last value:
+        // `… color 1121016176 key 1- Init START`.
+        let glued = val.len() > 1 && val.ends_with(b"-");
+        if glued {
+            val = &val[..val.len() - 1];
+        }
         match key {
             b"comm" => {
                 line.comm = pointer(val)?;
@@ -78,13 +81,35 @@ pub fn parse_comm_line(msg: &[u8]) -> Option<CommLine> {
             b"nNodes" => line.n_nodes = u32v(val),
             b"localRanks" => line.local_ranks = u32v(val),
             b"localRank" => line.local_rank = u32v(val),
+            b"parent" => parent = pointer(val),
+            b"splitCount" => split_count = u32v(val),
+            b"color" => color = dec_i64(val),
             _ => {}
         }
+        if glued {
+            line.phase = init_phase(&mut it);
+            break;
+        }
+    }
+    if let (Some(parent), Some(split_count), Some(color)) = (parent, split_count, color) {
+        line.split = Some(SplitOrigin { parent, split_count, color });
     }
     if have_comm && line.rank.is_some() {
         Some(line)
     } else {
         None
+    }
+}
+
+/// `Init START|COMPLETE` after the dash of an Init line.
+fn init_phase<'a>(it: &mut impl Iterator<Item = &'a [u8]>) -> Option<InitPhase> {
+    if it.next() != Some(&b"Init"[..]) {
+        return None;
+    }
+    match it.next() {
+        Some(b"START") => Some(InitPhase::Start),
+        Some(b"COMPLETE") => Some(InitPhase::Complete),
+        _ => None,
     }
 }
 
@@ -369,7 +394,14 @@ mod tests {
         assert_eq!((l.nvml_dev, l.phase), (Some(0), Some(InitPhase::Start)));
         let l = parse_comm_line(b"ncclCommInitAll comm 0x5a92f7200dd0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 8000 commId 0x5a07cf57dd8b27fc - Init COMPLETE").unwrap();
         assert_eq!(l.nranks, Some(1));
+        // NCCL 2.28.9's ncclCommSplit lines (torch new_group), START with the dash glued on.
+        let l = parse_comm_line(b"ncclCommSplit comm 0x28c95760 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 60 parent 0x212dff10 splitCount 2 color 1121016176 key 1- Init START").unwrap();
+        assert_eq!((l.comm, l.rank, l.nranks, l.comm_id, l.phase), (0x28c95760, Some(1), Some(2), None, Some(InitPhase::Start)));
+        assert_eq!(l.split, Some(SplitOrigin { parent: 0x212dff10, split_count: 2, color: 1121016176 }));
+        let l = parse_comm_line(b"ncclCommSplit comm 0x28c95760 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 60 parent 0x212dff10 splitCount 2 color 1121016176 key 1 - Init COMPLETE").unwrap();
+        assert_eq!((l.phase, l.split.map(|s| s.split_count)), (Some(InitPhase::Complete), Some(2)));
         let l = parse_comm_line(b"comm 0x55d1b1f2c9a0 rank 3 nranks 8 cudaDev 3 busId 1c000 - Init COMPLETE").unwrap();
+        assert_eq!(l.split, None);
         assert_eq!((l.rank, l.comm_id), (Some(3), None));
     }
 

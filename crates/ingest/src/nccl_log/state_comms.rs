@@ -104,6 +104,7 @@ impl LogParser {
         m.rank = l.rank.or(m.rank);
         m.nranks = l.nranks.or(m.nranks);
         m.comm_id = l.comm_id.or(m.comm_id);
+        m.split = l.split.or(m.split);
         m.n_nodes = l.n_nodes.or(m.n_nodes);
         m.local_ranks = l.local_ranks.or(m.local_ranks);
         m.local_rank = l.local_rank.or(m.local_rank);

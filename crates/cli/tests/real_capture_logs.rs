@@ -1,0 +1,41 @@
+//! Our own capture on real NCCL (torch 2.11, NCCL 2.28.9, H100; four ranks on
+//! one GPU, TP 2 × DP 2; `scripts/gpu/capture.sh`), read through the binary:
+//! the communicators made by `ncclCommSplit` (torch `new_group`) log no
+//! `commId`, and the two DP groups run the very same operation sequence, so
+//! only the split's parent, counter and color tell {0,2} from {0,3}. The
+//! expected groups come from the job's own `truth.json`.
+
+mod common;
+
+use std::path::PathBuf;
+
+fn capture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2dp2")
+}
+
+fn groups(truth: &serde_json::Value, key: &str) -> Vec<Vec<u64>> {
+    truth[key].as_array().unwrap().iter().map(|g| g.as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect()).collect()
+}
+
+#[test]
+fn split_communicators_of_a_real_torch_job_get_their_true_members() {
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(capture().join("truth.json")).unwrap()).unwrap();
+    let logs = capture().join("logs");
+    let r = common::run_limited(common::commlens_cmd(&["stats", "--format", "json", logs.to_str().unwrap()]), 120, "stats");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: serde_json::Value = serde_json::from_str(&r.out).expect("json");
+    let comms = v["stats"]["comms"].as_array().unwrap();
+    let members = |c: &serde_json::Value| -> Vec<u64> { c["global_ranks"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect() };
+    let iterations = truth["iterations"].as_u64().unwrap();
+    // Collectives per iteration per member: TP two all-reduces, an all-gather and a reduce-scatter; DP one all-reduce.
+    for (key, per_iteration) in [("tp_groups", 4), ("dp_groups", 1)] {
+        for g in groups(&truth, key) {
+            let c = comms.iter().find(|c| members(c) == g).unwrap_or_else(|| panic!("{key} {g:?} not found among {:?}", comms.iter().map(members).collect::<Vec<_>>()));
+            assert_eq!(c["nranks"], 2, "{c}");
+            assert_eq!(c["ops"].as_u64().unwrap(), per_iteration * iterations * 2, "{key} {g:?}: {c}");
+        }
+    }
+    let world = comms.iter().find(|c| c["nranks"] == 4).expect("world");
+    assert_eq!(members(world), vec![0, 1, 2, 3]);
+    assert_eq!(comms.len(), 5, "world, two TP and two DP groups: {comms:?}");
+}

@@ -1,0 +1,95 @@
+"""A small Megatron-shaped training step on real NCCL, for commlens test data.
+
+One process per rank (launched by scripts/gpu/capture.sh, which sets RANK,
+WORLD_SIZE, the NCCL debug/profiler variables and, when several ranks share one
+GPU, a distinct NCCL_HOSTID per rank). World 4 = TP 2 x DP 2: TP groups {0,1},
+{2,3}; DP groups {0,2}, {1,3}. Each iteration: two TP all-reduces, a sequence-
+parallel all-gather + reduce-scatter pair, a TP send/recv exchange, a world
+all-to-all (expert dispatch), a DP gradient all-reduce, plus matrix products as
+compute. Ground truth injected on purpose, and written to truth.json:
+  - rank SLOW_RANK sleeps SLOW_MS before its DP all-reduce from iteration
+    SLOW_FROM on: it arrives last, the others wait (a straggler);
+  - at the end rank SLOW_RANK sleeps STALL_S before one last world all-reduce,
+    longer than the plugin's hang timeout, so ranks 0-2 stall in it and write
+    in-flight dumps naming the rank that never arrived (then it arrives and the
+    job ends normally).
+Iterations PROF_FROM..PROF_TO are recorded by torch.profiler (Kineto JSON).
+"""
+import json, os, sys, time
+import torch
+import torch.distributed as dist
+
+ITERS, PROF_FROM, PROF_TO = 16, 3, 8
+SLOW_RANK, SLOW_MS, SLOW_FROM = 3, 25, 10
+STALL_S = float(os.environ.get("CAPTURE_STALL_S", "6"))
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+out = os.environ["CAPTURE_DIR"]
+torch.cuda.set_device(0)
+dev = torch.device("cuda", 0)
+dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+tp = tp_groups[rank // 2]
+dp = dp_groups[rank % 2]
+tp_peer = rank ^ 1
+
+hidden, seq = 512, 512
+x = torch.randn(seq, hidden, device=dev, dtype=torch.bfloat16)
+w = torch.randn(hidden, hidden, device=dev, dtype=torch.bfloat16)
+grads = torch.randn(2 * 1024 * 1024, device=dev, dtype=torch.bfloat16)  # 4 MiB
+shard = torch.empty(seq // 2, hidden, device=dev, dtype=torch.bfloat16)
+full = torch.empty(seq, hidden, device=dev, dtype=torch.bfloat16)
+a2a_in = torch.randn(world * 64 * 1024, device=dev, dtype=torch.float32)  # 1 MiB
+a2a_out = torch.empty_like(a2a_in)
+p2p_send = torch.randn(256 * 1024, device=dev, dtype=torch.bfloat16)  # 512 KiB
+p2p_recv = torch.empty_like(p2p_send)
+
+dist.broadcast(w, src=0)  # parameters from rank 0, once
+
+
+def step(it):
+    h = x @ w
+    dist.all_reduce(h, group=tp)  # attention output
+    h = h @ w
+    dist.all_reduce(h, group=tp)  # MLP output
+    dist.all_gather_into_tensor(full, h[: seq // 2].contiguous(), group=tp)  # SP gather
+    dist.reduce_scatter_tensor(shard, full, group=tp)  # SP scatter
+    ops = [dist.P2POp(dist.isend, p2p_send, tp_peer), dist.P2POp(dist.irecv, p2p_recv, tp_peer)]
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    dist.all_to_all_single(a2a_out, a2a_in)  # expert dispatch, world
+    if rank == SLOW_RANK and it >= SLOW_FROM:
+        torch.cuda.synchronize()
+        time.sleep(SLOW_MS / 1000)
+    dist.all_reduce(grads, group=dp)  # gradients
+
+
+for it in range(PROF_FROM):
+    step(it)
+torch.cuda.synchronize()
+act = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+with torch.profiler.profile(activities=act, record_shapes=True) as prof:
+    for it in range(PROF_FROM, PROF_TO):
+        with torch.profiler.record_function(f"ProfilerStep#{it}"):
+            step(it)
+        torch.cuda.synchronize()
+prof.export_chrome_trace(os.path.join(out, f"kineto-rank{rank}.json"))
+for it in range(PROF_TO, ITERS):
+    step(it)
+torch.cuda.synchronize()
+dist.barrier()
+if rank == SLOW_RANK:
+    time.sleep(STALL_S)
+stall = torch.ones(1024, device=dev)
+dist.all_reduce(stall)  # the stalled collective: rank SLOW_RANK arrives STALL_S late
+torch.cuda.synchronize()
+if rank == 0:
+    truth = {"world": world, "tp_groups": [[0, 1], [2, 3]], "dp_groups": [[0, 2], [1, 3]], "iterations": ITERS,
+             "profiled_iterations": [PROF_FROM, PROF_TO], "slow_rank": SLOW_RANK, "slow_ms": SLOW_MS,
+             "slow_from_iteration": SLOW_FROM, "stall_rank": SLOW_RANK, "stall_s": STALL_S,
+             "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+             "gpu": torch.cuda.get_device_name(0)}
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+dist.destroy_process_group()
