@@ -301,7 +301,8 @@ impl Cluster {
     /// Whether GPUs `a` and `b` (local indices) share an NVLink path.
     pub fn nvlink_between(&self, a: u32, b: u32) -> bool {
         match self.intra.fabric {
-            IntraFabric::NvSwitch | IntraFabric::NvLinkMesh => self.intra.nvlink_gb_s > 0.0,
+            IntraFabric::NvSwitch => self.intra.nvlink_gb_s > 0.0,
+            IntraFabric::NvLinkMesh => crate::mesh::pair_share(self, a, b) > 0.0,
             IntraFabric::NvLinkPairs => self.intra.nvlink_gb_s > 0.0 && a / 2 == b / 2,
             IntraFabric::Pcie => false,
         }
@@ -309,10 +310,15 @@ impl Cluster {
 
     /// Nominal one-direction bandwidth each GPU has to the rest of its node
     /// for a ring over `local` GPUs of the node, GB/s, and the link class.
+    /// On an NVLink mesh only the links to the communicator's own GPUs count
+    /// ([`crate::mesh::ring_share`]); a mesh ring that cannot stay on NVLink
+    /// falls back to PCIe (SYS across sockets), as NCCL's does.
     pub fn intra_gb_s(&self, local: u32) -> (f64, LinkClass) {
         let nv = self.intra.nvlink_gb_s;
+        let mesh_share = crate::mesh::ring_share(self, local);
         match self.intra.fabric {
-            IntraFabric::NvSwitch | IntraFabric::NvLinkMesh if nv > 0.0 => (nv, LinkClass::NvLink),
+            IntraFabric::NvSwitch if nv > 0.0 => (nv, LinkClass::NvLink),
+            IntraFabric::NvLinkMesh if mesh_share.is_some() => (nv * mesh_share.unwrap_or(1.0), LinkClass::NvLink),
             IntraFabric::NvLinkPairs if nv > 0.0 && local <= 2 => (nv, LinkClass::NvLink),
             _ => {
                 // GPUs fill one socket's PCIe tree first (4 per socket on 8-GPU servers).

@@ -6,6 +6,8 @@
 //!   planner share; [`presets`] builds the named ones;
 //! * [`tuner`]: NCCL's tuner re-implemented (latency/bandwidth tables per
 //!   release, algorithm/protocol/channel choice, its time estimate);
+//! * [`mesh`]: NVLink mesh wiring (full mesh, DGX-1 hybrid cube-mesh) and the
+//!   share of a GPU's links a communicator on part of the node can use;
 //! * [`graph`]: an emulation of NCCL's topology search on a cluster, the
 //!   tuner's input when no log printed the real one;
 //! * [`predict`]: per-call predictions (time, algbw, busbw) that bound NCCL's
@@ -24,6 +26,7 @@ pub mod gpu;
 pub mod cluster_toml;
 pub mod from_run;
 pub mod graph;
+pub mod mesh;
 pub mod predict;
 pub mod presets;
 pub mod show;

@@ -79,8 +79,12 @@ pub fn preset(name: &str) -> Option<Cluster> {
             nvlink_domain: 72, sockets: 2, sys_gb_s: 40.0, nics: 4, gbit: 400.0, tech: NetTech::InfiniBand,
             rail_aligned: true, shape: NetworkShape::RailFatTree, nodes_per_leaf: 18, cpu: CpuVendor::Arm,
         },
+        // Per-GPU NVLink: the GH200's Hopper GPU has 18 NVLink4 links, NVIDIA's "900 GB/s"
+        // (H100/GH200 data sheets) bidirectional, 450 GB/s each way; in the quad nodes 6 links
+        // (150 GB/s each way) join each pair, and `mesh::ring_share` counts the pairs a
+        // communicator reaches.
         "gh200-slingshot" | "alps" => Spec {
-            gpu: "GH200", gpus_per_node: 4, fabric: IntraFabric::NvLinkMesh, nvlink_gb_s: Some(150.0), nvls: false,
+            gpu: "GH200", gpus_per_node: 4, fabric: IntraFabric::NvLinkMesh, nvlink_gb_s: None, nvls: false,
             nvlink_domain: 4, sockets: 4, sys_gb_s: 100.0, nics: 4, gbit: 200.0, tech: NetTech::Slingshot,
             rail_aligned: true, shape: NetworkShape::Dragonfly, nodes_per_leaf: 8, cpu: CpuVendor::Arm,
         },

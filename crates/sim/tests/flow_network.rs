@@ -1,7 +1,8 @@
 //! The flow-level network against the collective model and against hand-computable sharing:
 //! a lone AllReduce in a node at the model's bus bandwidth, two AllReduces on the same NICs at
 //! half each, rail-optimised AllReduce over all rails, a 2:1 oversubscription halving
-//! cross-leaf throughput, deterministic ECMP.
+//! cross-leaf throughput, deterministic ECMP, communicators on part of an NVLink mesh on
+//! their own links.
 
 use std::collections::HashMap;
 
@@ -206,4 +207,43 @@ fn every_reported_completion_completes_something() {
         n += done.len();
     }
     assert_eq!(n as u64, id);
+}
+
+/// On an NVLink mesh a communicator gets the links to its own GPUs only: a lone AllReduce over
+/// the first `k` GPUs of a GH200 quad (full mesh) or a DGX-1V (hybrid cube-mesh) runs at the
+/// model's rate for `k` GPUs (`Cluster::intra_gb_s`, `commlens_model::mesh`), a 2-GPU one on a
+/// GH200 quad at a third of the 4-GPU one's bus bandwidth, and two 2-GPU AllReduces sharing a
+/// GPU but not a pair of GPUs each keep their own links.
+#[test]
+fn mesh_communicators_get_their_own_links() {
+    for (name, ks) in [("gh200-slingshot", vec![2u32, 3, 4]), ("dgx-v100", vec![2, 3, 4, 5, 6, 7, 8])] {
+        let c = preset(name).unwrap();
+        let mut busbw = HashMap::new();
+        for &k in &ks {
+            let mut net = FlowNetwork::new(&c, FlowConfig::default());
+            net.start(0.0, op(1, OpKind::AllReduce, GIB, (0..k).collect()));
+            let t = drain(&mut net)[&1];
+            let bw = GIB as f64 / (t * 1e3) * bus_factor(OpKind::AllReduce, k);
+            let p = Predictor::new(&c, k, 1, DEFAULT_VERSION, NcclEnv::default()).predict(OpKind::AllReduce, GIB);
+            let ratio = bw / p.busbw_gb_s;
+            println!("{name}: 1 GiB AllReduce over {k} GPUs: flow {bw:.1} GB/s busbw, model {:.1}, ratio {ratio:.3}", p.busbw_gb_s);
+            assert!((0.9..=1.1).contains(&ratio), "{name} {k}: ratio {ratio}");
+            busbw.insert(k, bw);
+        }
+        if name == "gh200-slingshot" {
+            let third = busbw[&2] / busbw[&4];
+            assert!((third - 1.0 / 3.0).abs() < 0.05, "2 of 4 GPUs: {third:.3} of the 4-GPU busbw");
+        }
+    }
+    let c = preset("gh200-slingshot").unwrap();
+    let mut net = FlowNetwork::new(&c, bandwidth_only());
+    net.start(0.0, op(1, OpKind::AllReduce, GIB, vec![0, 1]));
+    let alone = drain(&mut net)[&1];
+    let mut net = FlowNetwork::new(&c, bandwidth_only());
+    net.start(0.0, op(1, OpKind::AllReduce, GIB, vec![0, 1]));
+    net.start(0.0, op(2, OpKind::AllReduce, GIB, vec![0, 2]));
+    let d = drain(&mut net);
+    for id in [1, 2] {
+        assert!((d[&id] / alone - 1.0).abs() < 1e-6, "{} vs {alone}", d[&id]);
+    }
 }

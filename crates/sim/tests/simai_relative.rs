@@ -20,14 +20,20 @@
 //! gradient reduction; BF16 roofline; NCCL's default version and environment.
 //!
 //! Shape assertions: gains positive, P2 ordered (100→200 > 200→400 > 0), TP optima equal to
-//! the paper's among the layouts the paper allows. Magnitudes are printed against the paper's
-//! with whether they fall within ±50 % of it; they are NOT asserted, because they do not: our
-//! gains are about a quarter (P1) to a sixth (P2) of the paper's. Only the DP reduction (and
-//! the PP sends) cross the NICs; with the gradient reduction overlapped with the last
-//! microbatch's backward pass and 96 microbatches per iteration, the NIC-bound share of the
-//! iteration is ~8 % at 200G on H100 and ~1 % on H20 (exposed DP in the printed rows), while
-//! the paper's +19 % needs it near 35 %. The paper's batch size, overlap and DP algorithm are
-//! unknown; a smaller batch would raise our gains, but choosing one to match would be fitting.
+//! the paper's among the layouts the paper allows. P1/P2 run two setups of the same layout and
+//! print both: `ours` (the fixed choices above) and `aicb-default` (SimAI's workload generator's
+//! defaults, [`aicb_default`]). Magnitudes are printed against the paper's with whether they
+//! fall within ±50 % and within a factor of 1.5; they are NOT asserted, because neither setup
+//! lands there, and they bracket the paper: `ours` gives +4.3 % (P1), +1.8 / +0.9 % (P2), a
+//! quarter to a sixth of the paper's; `aicb-default` +35.5 % (P1), +17.3 / +9.6 % (P2), 1.6–1.9
+//! times the paper's. Only the DP gradient reduction (and the PP sends) cross the NICs, a
+//! fixed volume per iteration (fp32 ReduceScatter + bf16 AllGather of the stage's shard, as
+//! AICB's `grad_param_comm`/`grad_gather`); what sets the gain is how much compute an
+//! iteration holds beside it, i.e. the micro-batches per iteration: 96 in `ours` (NIC-bound
+//! exposed DP ≈ 8 % of the iteration at 200G on H100), 2 in `aicb-default` (≈ 53 %, with the
+//! PP8 bubble at 3.5 × the compute), while the paper's +19 % needs ≈ 32 % (X/2 = 0.19/1.19 of
+//! the time at 400G). The paper gives no batch size; choosing one between the two to match
+//! would be fitting.
 //! T1 with our own memory estimate instead of the paper's TP rule picks TP 2 / 4 / 4: the
 //! estimate (distributed optimizer, 6 + 12/dp bytes per parameter) admits TP 2 for 13B and
 //! TP 4 for 65B/175B, and there our TP collectives (intra-node, exposed on the compute
@@ -81,16 +87,36 @@ fn line(s: &Summary) -> String {
     )
 }
 
-/// Iteration times of GPT-3 175B TP8 PP8 DP16 on `preset` with 8 NICs of each speed.
-fn nic_sweep(preset_name: &str, speeds: &[u32]) -> Vec<f64> {
+/// GPT-3 175B TP8 PP8 DP16 set up as the module notes' fixed choices: 1536 sequences per
+/// iteration (96 micro-batches per pipeline), sequence parallelism, overlapped gradient
+/// reduction.
+fn ours() -> Layout {
+    layout(8, 8, 16, 1536)
+}
+
+/// GPT-3 175B TP8 PP8 DP16 set up as SimAI's workload generator sets it up by default
+/// (AICB, `aliyun/aicb` `scripts/megatron_gpt.sh`, which SimAI's tutorial uses to generate its
+/// workloads): `micro_batch=1`, `ga_num=2`, `global_batch = ga_num · dp · micro_batch` (= 32
+/// at DP 16), `--use-distributed-optimizer`, sequence parallelism off unless `--sp`, 2048
+/// tokens; no overlap of the gradient reduction (AICB's SimAI workload lists the DP
+/// `grad_param_comm` ReduceScatter and `grad_gather` AllGather as the first layer rows,
+/// reached after the whole backward pass; Megatron's own `--overlap-grad-reduce` is off by
+/// default). The paper states none of these (only TP8 PP8, 2048 tokens, the model): this is
+/// the tool's default, not a fit to the paper's gains.
+fn aicb_default() -> Layout {
+    Layout { distributed_optimizer: true, ..Layout::new(8, 8, 16, 1, 2 * 16) }
+}
+
+/// Iteration times of GPT-3 175B set up as `l` on `preset` with 8 NICs of each speed.
+fn nic_sweep(preset_name: &str, label: &str, l: &Layout, speeds: &[u32]) -> Vec<f64> {
     let m = model_by_name("gpt3-175b").unwrap();
-    let job = ModelJob::new(m, &layout(8, 8, 16, 1536)).unwrap();
+    let job = ModelJob::new(m, l).unwrap();
     speeds
         .iter()
         .map(|g| {
             let c = cluster(preset_name, 1024, Some(&format!("8x{g}g")));
             let s = simulate(&job, &c);
-            println!("{preset_name} 8x{g}G: {}", line(&s));
+            println!("{preset_name} {label:12} 8x{g}G: {}", line(&s));
             s.mean_iteration_us
         })
         .collect()
@@ -105,24 +131,39 @@ fn within_half(ours: f64, paper: f64) -> bool {
     (ours - paper).abs() <= 0.5 * paper
 }
 
+/// Within a factor of 1.5 of the paper's gain, either way.
+fn within_factor(ours: f64, paper: f64) -> bool {
+    ours >= paper / 1.5 && ours <= paper * 1.5
+}
+
 #[test]
 fn p1_h100_nic_200_to_400() {
-    let t = nic_sweep("dgx-h100", &[100, 200, 400]);
-    let g = gain(t[1], t[2]);
-    println!("case                      ours     paper");
-    println!("P1 H100 200->400 Gbps   {g:+6.1} %   +19 %   within ±50 %: {}  (100->200: {:+.1} %)", within_half(g, 19.0), gain(t[0], t[1]));
-    assert!(g > 0.0, "faster NICs must help");
-    assert!(t[0] > t[1] && t[1] > t[2]);
+    let mut rows = Vec::new();
+    for (label, l) in [("ours", ours()), ("aicb-default", aicb_default())] {
+        let t = nic_sweep("dgx-h100", label, &l, &[100, 200, 400]);
+        assert!(t[0] > t[1] && t[1] > t[2], "{label}: faster NICs must help");
+        rows.push((label, gain(t[0], t[1]), gain(t[1], t[2])));
+    }
+    println!("case                      setup          ours     paper");
+    for (label, g0, g) in &rows {
+        println!("P1 H100 200->400 Gbps   {label:12}  {g:+6.1} %   +19 %   within ±50 %: {}, within 1.5x: {}  (100->200: {g0:+.1} %)", within_half(*g, 19.0), within_factor(*g, 19.0));
+    }
 }
 
 #[test]
 fn p2_h20_nic_sweep() {
-    let t = nic_sweep("hgx-h20", &[100, 200, 400]);
-    let (g1, g2) = (gain(t[0], t[1]), gain(t[1], t[2]));
-    println!("case                      ours     paper");
-    println!("P2 H20 100->200 Gbps    {g1:+6.1} %   +11 %   within ±50 %: {}", within_half(g1, 11.0));
-    println!("P2 H20 200->400 Gbps    {g2:+6.1} %    +6 %   within ±50 %: {}", within_half(g2, 6.0));
-    assert!(g1 > g2 && g2 > 0.0, "diminishing returns: {g1} then {g2}");
+    let mut rows = Vec::new();
+    for (label, l) in [("ours", ours()), ("aicb-default", aicb_default())] {
+        let t = nic_sweep("hgx-h20", label, &l, &[100, 200, 400]);
+        let (g1, g2) = (gain(t[0], t[1]), gain(t[1], t[2]));
+        assert!(g1 > g2 && g2 > 0.0, "{label}: diminishing returns: {g1} then {g2}");
+        rows.push((label, g1, g2));
+    }
+    println!("case                      setup          ours     paper");
+    for (label, g1, g2) in &rows {
+        println!("P2 H20 100->200 Gbps    {label:12}  {g1:+6.1} %   +11 %   within ±50 %: {}, within 1.5x: {}", within_half(*g1, 11.0), within_factor(*g1, 11.0));
+        println!("P2 H20 200->400 Gbps    {label:12}  {g2:+6.1} %    +6 %   within ±50 %: {}, within 1.5x: {}", within_half(*g2, 6.0), within_factor(*g2, 6.0));
+    }
 }
 
 /// Best TP of one model at 1024 GPUs.

@@ -110,6 +110,9 @@ pub(crate) struct InitTiming {
     pub total_s: f64,
     /// Bootstrap duration in seconds (for `Bootstrap timings`).
     pub bootstrap_s: f64,
+    /// NCCL-rated bandwidth of the communicator's rings on the member's node, GB/s
+    /// (`Timing::ring_bw`; PCIe's when the member is alone on its node).
+    pub ring_bw: f64,
 }
 
 /// Lines of the init thread after all members bootstrapped, up to `Init COMPLETE` and
@@ -155,11 +158,9 @@ pub(crate) fn init_rest_lines(
     // Graph search (ring pattern); the channels are the found rings, duplicated afterwards.
     let local: Vec<usize> = comm.cranks_on(p.node).iter().map(|&cr| comm.members[cr]).collect();
     let found = (nch / 2).max(1);
-    let local_bw = if local.len() > 1 {
-        topo::intra_node_bw(layout_gpn(layout, p.node))
-    } else {
-        topo::PCI_BW
-    };
+    // What the timing model rates this communicator's rings on the node (on a mesh, the links
+    // to its own GPUs only), so the logged search and the generated durations agree.
+    let local_bw = timing.ring_bw;
     let bw = if comm.inter_node() {
         topo::NET_BW.min(local_bw)
     } else {
@@ -261,10 +262,6 @@ pub(crate) fn init_rest_lines(
         ));
     }
     v
-}
-
-fn layout_gpn(layout: &Layout, node: usize) -> usize {
-    layout.node_size(node)
 }
 
 fn transport(layout: &Layout, a: usize, b: usize) -> bool {
@@ -370,12 +367,16 @@ mod tests {
         let ver = cfg.validate().unwrap();
         let layout = Layout::build(&cfg, &mut SplitMix64::new(3));
         let tp0 = &layout.comms[1];
+        // A 2-GPU communicator on a 4-GPU A100 mesh: one pair's 4 links at NCCL's 20 GB/s.
         let t = InitTiming {
             total_s: 0.5,
             bootstrap_s: 0.002,
+            ring_bw: crate::timing::Timing::new(&cfg, ver).ring_bw(2),
         };
+        assert_eq!(t.ring_bw, 80.0);
         let r0 = init_rest_lines(&ver, &layout, tp0, 0, None, &t);
         assert!(r0.contains(&"Channel 00/08 : 0 1".to_string()));
+        assert!(r0.iter().any(|l| l.starts_with("Pattern 4, crossNic 0, nChannels 4, bw 20.000000/20.000000, type NVL/PIX")), "{r0:?}");
         assert!(r0.contains(&"Ring 00 : 1 -> 0 -> 1".to_string()));
         assert!(r0.iter().any(
             |l| l.starts_with("Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1 [2] -1/-1/-1->0->1")

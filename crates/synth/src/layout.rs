@@ -173,8 +173,6 @@ pub(crate) struct Layout {
     pub comms: Vec<Comm>,
     /// For each global rank, its communicators in creation order (indices into `comms`).
     pub proc_comms: Vec<Vec<usize>>,
-    /// Ranks per node (`RunConfig::gpus_per_node`).
-    pub gpus_per_node: usize,
 }
 
 impl Layout {
@@ -273,7 +271,6 @@ impl Layout {
             procs,
             comms,
             proc_comms,
-            gpus_per_node: gpn,
         }
     }
 
@@ -283,12 +280,6 @@ impl Layout {
             .iter()
             .copied()
             .find(|&c| self.comms[c].kind == kind)
-    }
-
-    /// Number of ranks living on `node` (the last node may be partly used).
-    pub fn node_size(&self, node: usize) -> usize {
-        let gpn = self.gpus_per_node;
-        self.procs.len().saturating_sub(node * gpn).min(gpn)
     }
 }
 

@@ -188,7 +188,7 @@ pub(crate) struct Sim<'a> {
     ops: BTreeMap<(usize, usize, &'static str), (usize, u64)>,
     tuning: Vec<usize>,
     /// Transfer durations (the collective model on the run's cluster).
-    timing: Timing,
+    pub(crate) timing: Timing,
 }
 
 /// Runs all programs to completion. Panics on a deadlock (a bug in `traffic`).

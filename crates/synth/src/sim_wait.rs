@@ -42,9 +42,11 @@ impl Sim<'_> {
                         self.layout.procs[r].node,
                     )
                 });
+                let local = comm.cranks_on(self.layout.procs[r].node).len();
                 let timing = InitTiming {
                     total_s: total_us / 1e6,
                     bootstrap_s: bootstrap_us / 1e6,
+                    ring_bw: self.timing.ring_bw(local),
                 };
                 let mut texts =
                     init::init_rest_lines(&self.ver, self.layout, comm, r, dump, &timing);

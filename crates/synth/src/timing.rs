@@ -17,6 +17,7 @@ use crate::topo;
 use commlens_core::OpKind;
 use commlens_model::cluster::{CpuVendor, IntraFabric, NetTech};
 use commlens_model::gpu::{gpu_by_name, pcie_x16_gb_s, Precision};
+use commlens_model::graph::nccl_intra_bw;
 use commlens_model::presets::preset;
 use commlens_model::tuner::NcclEnv;
 use commlens_model::Cluster;
@@ -32,12 +33,10 @@ const GPU: &str = "NVIDIA A100-SXM4-80GB";
 /// NVSwitch beyond 4), PCIe gen4, one socket per 4 GPUs, one 200 Gbit/s InfiniBand NIC per
 /// node behind the CPU (not rail-aligned); what the files do not tell (network shape,
 /// latencies, efficiencies) is the `dgx-a100` preset's. This is the cluster `commlens cluster
-/// show` derives from the generated logs and traces (`tests/cluster.rs`) but for one figure:
-/// the NVLink bandwidth per GPU is what the rings of the logged graph search carry (NCCL's
-/// 80 GB/s on a 4-GPU mesh, one pair's links), not the sum over all of a GPU's peers (240)
-/// that `from_run` reads from the dump. The collective model rates a mesh GPU by one figure
-/// for any communicator, and the generated logs say NCCL's rings found one pair's worth; with
-/// the sum, a 2-GPU communicator would run at three times its links.
+/// show` derives from the generated logs and traces (`tests/cluster.rs`): the NVLink figure is
+/// a GPU's links to all its peers (12 × 25 GB/s); on a mesh the collective model gives a
+/// communicator the share of them that joins its own GPUs (`commlens_model::mesh`), and the
+/// logged graph search says the same (`init`'s `Pattern` lines, from [`Timing::ring_bw`]).
 pub fn cluster(cfg: &RunConfig) -> Cluster {
     let mut c = preset("dgx-a100").expect("a built-in preset");
     let gpu = gpu_by_name(GPU).expect("a known GPU").clone();
@@ -45,8 +44,9 @@ pub fn cluster(cfg: &RunConfig) -> Cluster {
     c.name = "commlens-synth".to_string();
     c.nodes = cfg.nodes().max(1) as u32;
     c.gpus_per_node = gpn as u32;
-    // The logged rings' bandwidth (`init`'s graph lines), back in nominal GB/s (× 25 / 20 on SM80).
-    let nccl_nvlink = (gpn > 1).then(|| topo::intra_node_bw(gpn));
+    // What a GPU's NVLinks carry in the dump (`NVL[..]` summed over its peers), back in nominal
+    // GB/s (× 25 / 20 on SM80).
+    let nccl_nvlink = (gpn > 1).then(|| topo::gpu_nvlink_bw(gpn));
     // Two GPUs joined to each other alone are NVLink pairs to `from_run`, as to NCCL.
     c.intra.fabric = match gpn {
         2 => IntraFabric::NvLinkPairs,
@@ -74,12 +74,24 @@ pub fn cluster(cfg: &RunConfig) -> Cluster {
 pub(crate) struct Timing {
     roofline: Roofline,
     network: ModelCache,
+    cluster: Cluster,
 }
 
 impl Timing {
     pub(crate) fn new(cfg: &RunConfig, version: NcclVersion) -> Timing {
         let c = cluster(cfg);
-        Timing { roofline: Roofline::new(&c.gpu, Precision::Bf16), network: ModelCache::new(&c, version, NcclEnv::default()) }
+        Timing { roofline: Roofline::new(&c.gpu, Precision::Bf16), network: ModelCache::new(&c, version, NcclEnv::default()), cluster: c }
+    }
+
+    /// The bandwidth NCCL rates the rings of a communicator with `local` GPUs on a node, GB/s
+    /// (NCCL's units, as its graph search logs them): the collective model's
+    /// (`commlens_model::graph::nccl_intra_bw`), so the logged search and the timing agree.
+    pub(crate) fn ring_bw(&self, local: usize) -> f64 {
+        if local > 1 {
+            nccl_intra_bw(&self.cluster, local as u32).0
+        } else {
+            topo::PCI_BW
+        }
     }
 
     /// GPU time of a compute step, µs (the simulator's compute model).

@@ -29,10 +29,11 @@ pub(crate) fn mesh_pair_bw(gpus_per_node: usize) -> Option<f64> {
     }
 }
 
-/// GPU-to-GPU bandwidth inside a node (GB/s), used by the timing model.
-pub(crate) fn intra_node_bw(gpus_per_node: usize) -> f64 {
+/// The NVLink bandwidth of one GPU to all its peers in the dump (GB/s, NCCL's units): the
+/// mesh pairs summed, or the NVSwitch link (the timing cluster's figure).
+pub(crate) fn gpu_nvlink_bw(gpus_per_node: usize) -> f64 {
     match mesh_pair_bw(gpus_per_node) {
-        Some(bw) => bw,
+        Some(bw) => bw * (gpus_per_node - 1) as f64,
         None if gpus_per_node > 4 => NVS_BW,
         None => PCI_BW,
     }

@@ -1,8 +1,9 @@
 //! The cluster the generator times its steps on (`commlens_synth::cluster`) is the cluster
 //! its own files describe: the one `commlens cluster show` derives from the generated logs
 //! (topology dumps, network lines, hosts) and the GPU name of the generated traces, through
-//! `commlens_model::from_run`, but for the NVLink figure of mesh nodes (see `cluster`'s
-//! notes). And the collective model on it times every generated communicator as `commlens
+//! `commlens_model::from_run`, the NVLink figure of mesh nodes included (a GPU's links to all
+//! its peers; the model gives a communicator the share that joins its own GPUs). And the
+//! collective model on it times every generated communicator as `commlens
 //! report`'s "expected from the collective model" does: NCCL's logged search graphs on the
 //! derived cluster (`Predictor::for_comm`).
 
@@ -99,13 +100,15 @@ fn the_timing_cluster_is_the_one_the_generated_files_describe() {
         println!("  from the files: {}", from_files.provenance.join("; "));
         let mut same = from_files.clone();
         (same.name, same.provenance) = (ours.name.clone(), ours.provenance.clone());
-        if ours.intra.fabric == IntraFabric::NvLinkMesh {
-            // One pair's links, not the sum over the GPU's peers (`cluster`'s notes).
-            let peers = (cfg.gpus_per_node - 1) as f64;
-            assert_eq!(ours.intra.nvlink_gb_s * peers, from_files.intra.nvlink_gb_s, "{tag}");
-            same.intra.nvlink_gb_s = ours.intra.nvlink_gb_s;
-        }
         assert_eq!(ours, same, "{tag}");
+        if ours.intra.fabric == IntraFabric::NvLinkMesh {
+            // A GPU's links to all its peers (12 A100 links), of which a communicator on part
+            // of the mesh gets the share joining its own GPUs.
+            assert_eq!(ours.intra.nvlink_gb_s, 300.0, "{tag}");
+            let g = ours.gpus_per_node;
+            assert_eq!(ours.intra_gb_s(2).0, 300.0 / (g - 1) as f64, "{tag}");
+            assert_eq!(ours.intra_gb_s(g).0, 300.0, "{tag}");
+        }
         assert!(worst[0] < 0.01, "{tag}: a one-node communicator's time is {:.1} % off the report's model", worst[0] * 100.0);
         // Across nodes the generator logs its own search result (`init`: one ring graph of 4
         // channels over the node's NIC, no tree graph) where the model emulates NCCL's search

@@ -4,7 +4,9 @@
 //!
 //! Decompositions (aggregated over the operation, not per step, so large jobs stay cheap):
 //! * ring (AllReduce `2(n−1)/n · S` per edge, AllGather/ReduceScatter `(n−1) · block`,
-//!   Broadcast/Reduce a chain of `n − 1` edges of `S`): members grouped per node in the order
+//!   Broadcast/Reduce a chain of `n − 1` edges of `S`; inside one NVLink mesh node every
+//!   member's ring traffic spread over its NVLinks to the other members, as NCCL's channels
+//!   over several ring orders spread it): members grouped per node in the order
 //!   nodes first appear, GPUs in local order; across nodes one channel per GPU of a node, each
 //!   rotating the node's GPUs, so channel `c` crosses nodes on rail `c` (NCCL's node-major
 //!   rings; `commlens_model::flows::Placement::ring_order` does the same);
@@ -197,6 +199,9 @@ impl Builder<'_> {
 
     /// A ring over the members, every edge carrying `per_edge` bytes in total.
     fn ring(&mut self, groups: &[Vec<u32>], per_edge: f64) {
+        if groups.len() == 1 && self.mesh_rings(&groups[0], per_edge) {
+            return;
+        }
         let ch = Self::channels(groups);
         let mut order = Vec::new();
         for c in 0..ch {
@@ -211,8 +216,41 @@ impl Builder<'_> {
         }
     }
 
-    /// A pipelined chain from `root` along each channel's ring (towards it for Reduce).
+    /// NCCL's rings inside one NVLink mesh node: channels over several ring orders, so each
+    /// member's ring traffic (`per_edge`) leaves over every NVLink to the other members, in
+    /// proportion to the link's rate; false (nothing added) off a mesh or where the members'
+    /// ring cannot stay on NVLink (`Topology::mesh_ring`). Where the wiring, not a GPU's links
+    /// to the members, bounds the rings (a DGX-1V's 6 GPUs all pass the one link 4-5), each
+    /// link is loaded as if the GPU's rings carried only what they can (`mesh_ring`), so the
+    /// time is the rings' and that GPU's link bytes are overstated.
+    fn mesh_rings(&mut self, members: &[u32], per_edge: f64) -> bool {
+        let ring = self.topo.mesh_ring(members.len());
+        if members.len() < 2 || ring <= 0.0 {
+            return false;
+        }
+        let out = |b: &Self, a: u32| -> f64 { members.iter().filter_map(|&m| b.topo.mesh_link(a, m)).map(|l| b.topo.links[l as usize].cap).sum() };
+        if members.iter().any(|&a| out(self, a) <= 0.0) {
+            return false;
+        }
+        for &a in members {
+            let carried = out(self, a).min(ring);
+            for &b in members {
+                if let Some(l) = self.topo.mesh_link(a, b) {
+                    let share = self.topo.links[l as usize].cap / carried;
+                    self.add(l, per_edge * share * self.wire);
+                }
+            }
+        }
+        true
+    }
+
+    /// A pipelined chain from `root` along each channel's ring (towards it for Reduce); inside
+    /// one mesh node every member but the last forwards `bytes`, so the mesh's rings carry it
+    /// at the rate of a ring of `bytes` per edge.
     fn chain(&mut self, groups: &[Vec<u32>], root: u32, bytes: f64, reduce: bool) {
+        if groups.len() == 1 && self.mesh_rings(&groups[0], bytes) {
+            return;
+        }
         let ch = Self::channels(groups);
         let mut order = Vec::new();
         for c in 0..ch {

@@ -3,10 +3,13 @@
 //! Links are one-directional with an achieved capacity (nominal rate × the cluster's
 //! [`commlens_model::cluster::Efficiency`] for the link's class):
 //! * intra-node: per GPU an up and a down link to the NVSwitch (NCCL's rated NVLink bandwidth,
-//!   as the collective model uses it; a multi-node NVLink domain shares one switch); an NVLink
-//!   mesh alike (NCCL spreads channels over all of a GPU's links, so the GPU's total rate
-//!   bounds it; a single pair's transfer is optimistic); NVLink pairs (bridges) plus PCIe; PCIe as an up and down link per GPU and, across
-//!   CPU sockets, one link per ordered socket pair (SYS);
+//!   as the collective model uses it; a multi-node NVLink domain shares one switch); on an
+//!   NVLink mesh one link per ordered pair of joined GPUs carrying the pair's share of the
+//!   GPU's rate (`commlens_model::mesh::pair_share`: a full mesh splits it evenly among the
+//!   peers, a DGX-1 by its wiring; pairs the mesh does not join go over PCIe), so a
+//!   communicator on part of the node gets the links to its own GPUs only, as
+//!   `Cluster::intra_gb_s` rates it; NVLink pairs (bridges) plus PCIe; PCIe as an up and down
+//!   link per GPU and, across CPU sockets, one link per ordered socket pair (SYS);
 //! * NICs: a transmit and a receive link per NIC (the NIC ↔ leaf cable), GPU `l` of `g` on
 //!   NIC `l × nics / g` (the collective model's rail rule, `flows::Placement::rail`);
 //! * fabric: leaves of `nodes_per_leaf` nodes — one per rail in a rail-optimised fat-tree (and
@@ -21,6 +24,7 @@
 
 use commlens_model::cluster::{Cluster, IntraFabric, NetworkShape};
 use commlens_model::graph::nccl_intra_bw;
+use commlens_model::mesh::pair_share;
 
 /// What a link is (for names and per-class totals).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -95,6 +99,10 @@ pub struct Topology {
     per_rail_leaves: bool,
     nodes_per_leaf: u32,
     spines: u32,
+    /// Per GPU count `k`: what a GPU's rings over the first `k` GPUs of a mesh node carry,
+    /// bytes per µs (`commlens_model::mesh::ring_share` of the GPU's NVLink rate; 0 where no
+    /// ring stays on NVLink); empty off a mesh.
+    mesh_rings: Vec<f64>,
     nvl_base: u32,
     pair_base: u32,
     pcie_base: u32,
@@ -120,10 +128,7 @@ impl Topology {
         // Bridges: the pair's nominal rate at NCCL's 20-of-25 per-link ratio.
         let nvl = if c.intra.fabric == IntraFabric::NvLinkPairs { c.intra.nvlink_gb_s * 0.8 * eff.nvlink } else { nvl };
         let nvl_base = links.len() as u32;
-        // An NVLink mesh gets the same per-GPU out/in links as a switch: NCCL lays its channels
-        // over every NVLink of the GPU (several ring orders), so the GPU's total NVLink rate,
-        // not one pair's share, bounds its collectives.
-        if has_nvl && matches!(c.intra.fabric, IntraFabric::NvSwitch | IntraFabric::NvLinkMesh) {
+        if has_nvl && c.intra.fabric == IntraFabric::NvSwitch {
             for n in 0..nodes {
                 for g in 0..gpn {
                     push(&mut links, LinkKind::NvlUp, n, g, 0, nvl);
@@ -132,6 +137,7 @@ impl Topology {
             }
         }
         let pair_base = links.len() as u32;
+        let mesh = has_nvl && c.intra.fabric == IntraFabric::NvLinkMesh;
         if has_nvl && c.intra.fabric == IntraFabric::NvLinkPairs {
             for n in 0..nodes {
                 for g in 0..gpn {
@@ -139,9 +145,23 @@ impl Topology {
                 }
             }
         }
+        // A mesh: a link per ordered pair (`gpn²` per node, indexed by pair; a pair the mesh
+        // does not join keeps a zero-share slot that no route uses).
+        let mut unjoined = false;
+        if mesh {
+            for n in 0..nodes {
+                for a in 0..gpn {
+                    for b in 0..gpn {
+                        let share = pair_share(c, a, b);
+                        unjoined |= a != b && share == 0.0;
+                        push(&mut links, LinkKind::NvlPair, n, a, b, nvl * share);
+                    }
+                }
+            }
+        }
         let pcie_base = links.len() as u32;
         let sys_base;
-        let pcie_needed = !has_nvl || c.intra.fabric == IntraFabric::NvLinkPairs;
+        let pcie_needed = !has_nvl || c.intra.fabric == IntraFabric::NvLinkPairs || unjoined;
         if pcie_needed {
             for n in 0..nodes {
                 for g in 0..gpn {
@@ -199,6 +219,7 @@ impl Topology {
             per_rail_leaves,
             nodes_per_leaf: npl,
             spines,
+            mesh_rings: if mesh { (0..=gpn).map(|k| commlens_model::mesh::ring_share(c, k).map_or(0.0, |s| s * nvl * 1e3)).collect() } else { Vec::new() },
             nvl_base,
             pair_base,
             pcie_base,
@@ -244,10 +265,11 @@ impl Topology {
     pub fn intra(&self, a: u32, b: u32, out: &mut Vec<u32>) {
         let (n, la, lb) = (self.node(a), self.local(a), self.local(b));
         match self.fabric {
-            IntraFabric::NvSwitch | IntraFabric::NvLinkMesh => {
+            IntraFabric::NvSwitch => {
                 out.push(self.nvl_up(a));
                 out.push(self.nvl_up(b) + 1);
             }
+            IntraFabric::NvLinkMesh if self.mesh_link(a, b).is_some() => out.extend(self.mesh_link(a, b)),
             IntraFabric::NvLinkPairs if la ^ 1 == lb => out.push(self.pair_base + n * self.gpn + la),
             _ => {
                 out.push(self.pcie_base + 2 * (n * self.gpn + la));
@@ -259,6 +281,23 @@ impl Topology {
                 out.push(self.pcie_base + 2 * (n * self.gpn + lb) + 1);
             }
         }
+    }
+
+    /// What a GPU's rings over `k` GPUs of one mesh node carry, bytes per µs; 0 off a mesh
+    /// or where the ring cannot stay on NVLink.
+    pub fn mesh_ring(&self, k: usize) -> f64 {
+        self.mesh_rings.get(k).copied().unwrap_or(0.0)
+    }
+
+    /// The NVLink from `a` to `b` of one mesh node; `None` off a mesh, across nodes, or where
+    /// the mesh does not join them.
+    pub fn mesh_link(&self, a: u32, b: u32) -> Option<u32> {
+        if self.fabric != IntraFabric::NvLinkMesh || a == b || self.node(a) != self.node(b) {
+            return None;
+        }
+        let (n, la, lb) = (self.node(a), self.local(a), self.local(b));
+        let l = self.pair_base + (n * self.gpn + la) * self.gpn + lb;
+        (self.links[l as usize].cap > 1e-6).then_some(l)
     }
 
     /// The GPU → NVSwitch link of `r` (NVLS); `None` without an NVSwitch.
