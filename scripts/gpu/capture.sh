@@ -22,6 +22,11 @@ test -f "$plugin" || { echo "no plugin at $plugin"; exit 1; }
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 WORLD_SIZE=4 CAPTURE_DIR=$dir/kineto
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,P2P,NET,GRAPH,TUNING,ENV,PROFILE
 export NCCL_DEBUG_FILE=$dir/logs/nccl.%h.%p.log
+# Timestamps on every line (NCCL >= 2.26) let logs be fused with the Kineto
+# traces by time; CAPTURE_LOG_TIMESTAMPS=0 leaves them out (fusion by order only).
+if [ "${CAPTURE_LOG_TIMESTAMPS:-1}" = 1 ]; then
+  export NCCL_DEBUG_TIMESTAMP_FORMAT="%s.%6f" NCCL_DEBUG_TIMESTAMP_LEVELS=ALL
+fi
 export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SHM_DISABLE=1
 export NCCL_PROFILER_PLUGIN=$plugin COMMLENS_PLUGIN_DIR=$dir/plugin COMMLENS_PLUGIN_HANG_TIMEOUT_S=2
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
