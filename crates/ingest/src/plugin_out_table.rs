@@ -2,6 +2,14 @@
 //! ordinal, or rank order within a communicator id), communicator handles, one
 //! [`CollOp`] per Coll/P2p/CeColl event with its API event's count and type, and
 //! GPU spans from the KernelCh timers mapped per device onto the CPU clock.
+//!
+//! A p2p whose peer is its own rank (NCCL's all-to-all sends to itself) gets no
+//! KernelCh, and from its START on the handle's KernelCh timers are not the
+//! operations' own: NCCL (2.28) counts the self copy in the kernel's per-channel
+//! work counter but not in the host's, so every later KernelCh carries the timers
+//! of an earlier work of the channel (spans before the CPU enqueue, a 6 s stall
+//! shown as 5 µs). Those operations keep no GPU span ([`lagged_from`];
+//! counted in `PluginReport::ops_gpu_desync`).
 //! Re-exported as `plugin_out::trace_to_table`.
 
 use crate::plugin_out::{Fields, PluginTrace, FLAG_PARENT_FOREIGN};
@@ -33,6 +41,19 @@ fn gpu_offsets(t: &PluginTrace, dev_of_comm: &[usize], n_dev: usize) -> Vec<Opti
         }
     }
     off
+}
+
+/// Per communicator index: the record number of its first self p2p START (see the module doc).
+pub(crate) fn lagged_from(t: &PluginTrace) -> HashMap<u32, u64> {
+    let mut from = HashMap::new();
+    for e in &t.events {
+        if let (T_P2P, Fields::P2p { peer, .. }) = (e.ty, &e.fields) {
+            if t.comm(e.comm).is_some_and(|c| c.rank == *peer) {
+                from.entry(e.comm).or_insert(e.record);
+            }
+        }
+    }
+    from
 }
 
 /// The canonical table of one trace (one process): devices, communicator
@@ -90,8 +111,9 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
             k.1 = k.1.max(e.gpu_stop.unwrap_or(0));
         }
     }
+    let lagged = lagged_from(t);
     let mut p2p_seq: HashMap<(u32, u32), u64> = HashMap::new();
-    let (mut ops, mut with_gpu, mut no_comm, mut unknown) = (0, 0, 0, 0);
+    let (mut ops, mut with_gpu, mut no_comm, mut unknown, mut desync) = (0, 0, 0, 0, 0);
     for e in &t.events {
         if !matches!(e.ty, T_COLL | T_P2P | T_CE_COLL) {
             continue;
@@ -159,7 +181,11 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
             _ => 0,
         };
         op.channels = (nch > 0).then(|| (0, nch as u16 - 1));
-        if let (Some(&(g0, g1)), Some(o)) = (kernels.get(&e.id), offsets[d]) {
+        let own_timers = lagged.get(&e.comm).is_none_or(|&r| e.record < r);
+        if !own_timers && kernels.contains_key(&e.id) {
+            desync += 1;
+        }
+        if let (Some(&(g0, g1)), Some(o), true) = (kernels.get(&e.id), offsets[d], own_timers) {
             if g0 != u64::MAX && g1 >= g0 {
                 let to_epoch = |g: u64| t.epoch_ns((g as i64).wrapping_add(o) as u64);
                 op.gpu = Some(GpuSpan { start_ns: to_epoch(g0), end_ns: to_epoch(g1) });
@@ -171,5 +197,6 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
     }
     let r = &mut t.report;
     (r.ops, r.ops_with_gpu, r.ops_without_comm, r.unknown_funcs) = (ops, with_gpu, no_comm, unknown);
+    r.ops_gpu_desync = desync;
     table
 }

@@ -10,7 +10,8 @@
 //! `recordEventState` append STOP/STATE records keyed by the handle value;
 //! `eStateArgs` may be NULL. Starts of a local context that matter to the
 //! in-flight view (Coll, P2p, CeColl, KernelCh, ProxyOp, ProxyStep) and
-//! KernelChStop states also update it ([`crate::inflight`]).
+//! KernelChStop states also update it ([`crate::inflight`]), and so do the stops of
+//! the ProxyOps the in-flight view asked to be told about (lagged handles).
 //!
 //! # Safety
 //! The `unsafe extern "C"` functions are called by NCCL under the profiler ABI:
@@ -138,6 +139,9 @@ pub unsafe extern "C" fn stop(handle: *mut c_void) -> c_int {
             let mut e = Enc::new(kind::STOP, 0);
             e.u64(handle as u64).u64(t);
             l.push(e.finish());
+            if let Some((comm, op)) = l.pxo_take(handle as u64) {
+                inflight::on_proxy_op_stop(comm, op, t);
+            }
         });
         NCCL_SUCCESS
     })
@@ -220,7 +224,12 @@ unsafe fn emit_start(
         l.push(e.finish());
         if flags == 0 && comm != 0 {
             if let Some(op) = inflight::on_start(&hook, comm, id, parent, t) {
-                l.kch_insert(id, comm, op);
+                if !matches!(hook, Hook::ProxyOp { .. }) {
+                    l.kch_insert(id, comm, op);
+                } else if !l.pxo_insert(id, comm, op) {
+                    // Its stop would not be seen: do not let the operation wait for it.
+                    inflight::on_proxy_op_stop(comm, op, t);
+                }
             }
         }
         id

@@ -16,6 +16,18 @@
 //!   handle starts or completes: NCCL runs one handle's kernels one after the
 //!   other, so everything of earlier plans has finished (this also retires
 //!   operations whose KernelCh events NCCL lost).
+//! * **self p2p** (a Send or Recv whose peer is the handle's own rank): done at
+//!   its START. NCCL copies it inside the kernel without a proxy operation, so it
+//!   never gets KernelCh events (NCCL 2.28: `addP2pToPlan` creates no proxy ops
+//!   for `sendRank == rank`, the profiler's included).
+//! * **lagged handles**: that same self p2p still advances the kernel's per-channel
+//!   work counter while the host's copy of it stays behind, so from then on NCCL
+//!   pairs each KernelCh with the timers and progress of an *earlier* work of the
+//!   channel: it starts and stops too early (a stalled collective looks done at
+//!   once). On such a handle, an operation that has ProxyOps is done only when its
+//!   kernel channels stopped *and* its last ProxyOp stopped (the proxy finishes a
+//!   network transfer only when the peer took part), and a KernelCh start no
+//!   longer retires earlier plans.
 //!
 //! `seq` is this handle's operation counter (0, 1, … over Coll, P2p and CeColl
 //! starts). NCCL's `seqNumber` counts per *function* (AllReduce and AllGather
@@ -114,6 +126,8 @@ pub struct Op {
     pub ch_stopped: u16,
     pub steps_total: u32,
     pub steps_posted: u32,
+    /// ProxyOps started and not yet stopped (counted on lagged handles only).
+    pub proxy_open: u16,
 }
 
 /// A communicator handle of this process.
@@ -145,6 +159,8 @@ struct State {
     /// At the last timeout dump: (next seq, completed). Operations older than the first
     /// value are covered by that dump until the handle completes another one.
     mark: Option<(u64, u64)>,
+    /// A self p2p ran: NCCL's KernelCh events of this handle belong to earlier works (see the module doc).
+    lagged: bool,
     /// Metrics accumulators (metrics on only).
     acc: Option<Box<CommAcc>>,
 }
@@ -212,6 +228,7 @@ pub fn register_with(
             proxy: Vec::with_capacity(PROXY_RING),
             proxy_next: 0,
             mark: None,
+            lagged: false,
             acc: metrics.then(CommAcc::new),
         }),
     });
@@ -317,15 +334,22 @@ fn on_task(comm: u32, id: u64, t: u64, k: &Task) {
     if !tr.kernel_ch || !s.live {
         return;
     }
+    #[rustfmt::skip]
+    let op = Op {
+        id, seq, nccl_seq: k.nccl_seq, p2p: k.p2p, func: k.func, dtype: k.dtype, count: k.count,
+        peer: k.peer, plan: k.plan, enqueue: t, ch_total: k.n_channels as u16, ..Op::default()
+    };
+    if k.p2p && k.peer == tr.rank {
+        // No KernelCh will ever come for it; and the kernel's work counter now runs ahead.
+        s.lagged = true;
+        s.finish(op);
+        return;
+    }
     if s.open.len() >= MAX_OPEN {
         s.open.pop_front();
         s.forgotten += 1;
     }
-    #[rustfmt::skip]
-    s.open.push_back(Op {
-        id, seq, nccl_seq: k.nccl_seq, p2p: k.p2p, func: k.func, dtype: k.dtype, count: k.count,
-        peer: k.peer, plan: k.plan, enqueue: t, ch_total: k.n_channels as u16, ..Op::default()
-    });
+    s.open.push_back(op);
 }
 
 fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64> {
@@ -350,7 +374,9 @@ fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64>
             let first = op.start == 0;
             if first {
                 op.start = t;
-                s.retire_earlier_plans(i);
+                if !s.lagged {
+                    s.retire_earlier_plans(i);
+                }
             }
             Some(parent)
         }
@@ -364,6 +390,11 @@ fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64>
                 s.proxy[at] = (id, parent);
             }
             s.proxy_next = (at + 1) % PROXY_RING;
+            // On a lagged handle the ProxyOp's stop is the completion evidence: remember it.
+            if s.lagged {
+                s.open[i].proxy_open = s.open[i].proxy_open.saturating_add(1);
+                return Some(parent);
+            }
             None
         }
         Hook::ProxyStep => {
@@ -383,11 +414,28 @@ pub fn on_kernel_ch_stop(comm: u32, op: u64, t: u64, gpu: u64) {
     let o = &mut s.open[i];
     o.ch_stopped = o.ch_stopped.saturating_add(1);
     o.gpu_end = o.gpu_end.max(gpu);
-    if o.ch_stopped >= o.ch_total.max(o.ch_started) {
-        let i = s.retire_earlier_plans(i);
-        let mut o = s.open.remove(i).expect("found above");
-        o.end = t;
-        s.finish(o);
+    s.complete_if_done(i, t);
+}
+
+/// The stop of a ProxyOp of operation `op` of a lagged handle `comm` (see [`on_start`]).
+pub fn on_proxy_op_stop(comm: u32, op: u64, t: u64) {
+    let Some(tr) = track(comm) else { return };
+    let mut s = lock(&tr.st);
+    let Some(i) = s.find(op) else { return };
+    s.open[i].proxy_open = s.open[i].proxy_open.saturating_sub(1);
+    s.complete_if_done(i, t);
+}
+
+impl State {
+    /// `open[i]` is done when every kernel channel stopped and no ProxyOp of it is open.
+    fn complete_if_done(&mut self, i: usize, t: u64) {
+        let o = &self.open[i];
+        if o.ch_stopped >= o.ch_total.max(o.ch_started) && o.ch_stopped > 0 && o.proxy_open == 0 {
+            let i = self.retire_earlier_plans(i);
+            let mut o = self.open.remove(i).expect("index in range");
+            o.end = t;
+            self.finish(o);
+        }
     }
 }
 
@@ -488,6 +536,8 @@ pub fn metrics_views(now: u64, timeout: u64) -> Vec<HandleView> {
 /// carries only the handle: 512 slots, 16 probes, no allocation after creation.
 pub struct KchMap {
     slots: [(u64, u32, u64); KCH_SLOTS],
+    /// Entries held: `take` returns at once when none (every STOP asks the ProxyOp map).
+    len: usize,
 }
 
 const KCH_SLOTS: usize = 512;
@@ -495,7 +545,7 @@ const KCH_PROBES: usize = 16;
 
 impl KchMap {
     pub fn new() -> Box<KchMap> {
-        Box::new(KchMap { slots: [(0, 0, 0); KCH_SLOTS] })
+        Box::new(KchMap { slots: [(0, 0, 0); KCH_SLOTS], len: 0 })
     }
 
     #[inline]
@@ -510,6 +560,7 @@ impl KchMap {
             let s = &mut self.slots[(h + k) % KCH_SLOTS];
             if s.0 == 0 {
                 *s = (id, comm, op);
+                self.len += 1;
                 return true;
             }
         }
@@ -519,7 +570,7 @@ impl KchMap {
     /// Forgets `id` and returns what it was remembered with.
     #[inline]
     pub fn take(&mut self, id: u64) -> Option<(u32, u64)> {
-        if id == 0 {
+        if id == 0 || self.len == 0 {
             return None;
         }
         let h = Self::home(id);
@@ -527,6 +578,7 @@ impl KchMap {
             let s = &mut self.slots[(h + k) % KCH_SLOTS];
             if s.0 == id {
                 s.0 = 0;
+                self.len -= 1;
                 return Some((s.1, s.2));
             }
         }

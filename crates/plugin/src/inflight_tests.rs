@@ -138,3 +138,50 @@ fn kch_map_probes_and_forgets() {
     let full = (1000..1400u64).filter(|&id| !m.insert(id, 2, id)).count();
     assert!(full > 0, "a full neighbourhood refuses instead of overwriting");
 }
+
+fn p2p(plan: u64, peer: i32) -> Hook {
+    Hook::Task(Task { p2p: true, func: 3, dtype: 2, count: 64, peer, n_channels: 2, plan, ..Task::default() })
+}
+
+#[test]
+fn self_p2p_is_done_at_once() {
+    // NCCL 2.28's all-to-all on rank 1 of 4: a Send and a Recv to itself, which never get KernelCh.
+    register(107, 0xB1, 1, 4, Some(0), b"", MASK);
+    for (id, peer) in [(10, 1), (11, 1), (12, 0), (13, 0)] {
+        on_start(&p2p(5, peer), 107, id, 0, 100);
+    }
+    let s = snap(107);
+    assert_eq!(s.open.iter().map(|o| o.id).collect::<Vec<_>>(), [12, 13], "only the real transfers wait");
+    assert_eq!(s.past.iter().map(|o| (o.id, o.seq, o.start, o.end)).collect::<Vec<_>>(), [(10, 0, 0, 0), (11, 1, 0, 0)]);
+}
+
+#[test]
+fn lagged_handle_waits_for_proxy_ops() {
+    register(108, 0xB2, 0, 4, Some(0), b"", MASK | ev::PROXY_OP as u32);
+    // Before any self p2p: KernelCh alone completes, ProxyOps are not remembered.
+    on_start(&task(1, 1), 108, 10, 0, 1);
+    assert_eq!(on_start(&Hook::ProxyOp { n_steps: 1 }, 108, 11, 10, 2), None);
+    on_start(&Hook::KernelCh { p_timer: 0 }, 108, 12, 10, 3);
+    on_kernel_ch_stop(108, 10, 4, 0);
+    assert!(snap(108).open.is_empty());
+    // A self p2p: from now on NCCL's KernelCh events of this handle come early.
+    on_start(&p2p(2, 0), 108, 20, 0, 5);
+    on_start(&task(3, 1), 108, 30, 0, 6); // the stalled AllReduce
+    assert_eq!(on_start(&Hook::ProxyOp { n_steps: 6 }, 108, 31, 30, 7), Some(30));
+    assert_eq!(on_start(&Hook::ProxyOp { n_steps: 6 }, 108, 32, 30, 7), Some(30));
+    on_start(&Hook::KernelCh { p_timer: 0 }, 108, 33, 30, 8);
+    on_kernel_ch_stop(108, 30, 9, 0); // an earlier work's stop, delivered for this one
+    let s = snap(108);
+    assert_eq!((s.open.len(), s.open[0].id, s.open[0].proxy_open), (1, 30, 2), "still waiting for the peer");
+    on_proxy_op_stop(108, 30, 6_000);
+    assert_eq!(snap(108).open.len(), 1);
+    on_proxy_op_stop(108, 30, 6_001);
+    let s = snap(108);
+    assert!(s.open.is_empty());
+    assert_eq!((s.past.last().unwrap().id, s.past.last().unwrap().end), (30, 6_001));
+    // A later plan's (early) KernelCh start no longer retires earlier plans.
+    on_start(&task(4, 1), 108, 40, 0, 7_000);
+    on_start(&task(5, 1), 108, 50, 0, 7_001);
+    on_start(&Hook::KernelCh { p_timer: 0 }, 108, 51, 50, 7_002);
+    assert_eq!(snap(108).open.len(), 2);
+}

@@ -41,6 +41,8 @@ pub struct Local {
     strings: [(usize, u32); STR_CACHE],
     /// Open KernelCh handles of this thread (allocated at its first tracked KernelCh).
     kch: *mut KchMap,
+    /// Open ProxyOp handles of this thread whose stop the in-flight view waits for (lagged handles).
+    pxo: *mut KchMap,
 }
 
 impl Drop for Local {
@@ -53,6 +55,10 @@ impl Drop for Local {
             // SAFETY: from Box::into_raw in `kch_insert`, freed once.
             drop(unsafe { Box::from_raw(std::mem::replace(&mut self.kch, std::ptr::null_mut())) });
         }
+        if !self.pxo.is_null() {
+            // SAFETY: from Box::into_raw in `pxo_insert`, freed once.
+            drop(unsafe { Box::from_raw(std::mem::replace(&mut self.pxo, std::ptr::null_mut())) });
+        }
     }
 }
 
@@ -64,6 +70,7 @@ thread_local! {
             cached_tail: 0,
             strings: [(0, 0); STR_CACHE],
             kch: std::ptr::null_mut(),
+            pxo: std::ptr::null_mut(),
         })
     };
 }
@@ -156,6 +163,26 @@ impl Local {
         }
         // SAFETY: owned by this thread's Local.
         unsafe { (*self.kch).take(id) }
+    }
+
+    /// Remembers an open ProxyOp of operation `op` for its stop; false when no slot was free.
+    pub fn pxo_insert(&mut self, id: u64, comm: u32, op: u64) -> bool {
+        if self.pxo.is_null() {
+            self.pxo = Box::into_raw(KchMap::new());
+        }
+        // SAFETY: owned by this thread's Local.
+        unsafe { (*self.pxo).insert(id, comm, op) }
+    }
+
+    /// The (comm, operation) of a remembered ProxyOp of this thread, forgotten. Every STOP
+    /// asks: nothing to look up until a lagged handle made this thread remember one.
+    #[inline]
+    pub fn pxo_take(&mut self, id: u64) -> Option<(u32, u64)> {
+        if self.pxo.is_null() {
+            return None;
+        }
+        // SAFETY: owned by this thread's Local.
+        unsafe { (*self.pxo).take(id) }
     }
 }
 

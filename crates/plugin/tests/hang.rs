@@ -186,3 +186,26 @@ fn hang_scenarios_under_valgrind() {
     let (dir, out) = run_hang("vg-signal", &harness().plain, true, &[("COMMLENS_PLUGIN_FLUSH_MS", "20")]);
     check_signal(&dir, &out);
 }
+
+#[test]
+fn self_p2p_neither_dumps_nor_hides_a_stall() {
+    // NCCL 2.28's all-to-all with a self pair, then a world AllReduce rank 3 joins late (the
+    // first real capture, scripts/gpu/capture_job.py): no spurious dump for the self pair,
+    // and the stall is dumped although NCCL's KernelCh events call it finished at once.
+    let env = [("COMMLENS_PLUGIN_FLUSH_MS", "20"), ("COMMLENS_PLUGIN_HANG_TIMEOUT_S", "0.3")];
+    let (dir, out) = run_hang("selfp2p", &harness().asan, false, &env);
+    assert_eq!(stdout_value(&out, "NOSPURIOUS"), 1, "a self send/recv kept open: {out}");
+    assert_eq!(stdout_value(&out, "DUMPED"), 1, "{out}");
+    let ds = dumps(&dir);
+    assert_eq!(ds.len(), 4);
+    assert!(ds.iter().all(|d| d.reason == "timeout"));
+    for d in &ds {
+        let w = comm(d, 0x5E1F);
+        assert_eq!(w.past.len(), 8, "the all-to-all is done, its self pair included");
+        assert!(w.past.iter().all(|o| o.op == "Send" || o.op == "Recv"));
+    }
+    let r = analyze(&ds, 0);
+    let s = r.first_stalled.as_ref().expect("the stalled AllReduce");
+    assert_eq!((s.instance, s.op.as_str()), (Instance { comm_hash: 0x5E1F, seq: 8 }, "AllReduce"));
+    assert_eq!(r.verdict, Verdict::RankDidNotJoin { ranks: vec!["r3".into()] });
+}

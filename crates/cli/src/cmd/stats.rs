@@ -66,6 +66,12 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
                 r.dropped,
                 if r.clean_end { "" } else { ", no END record (process killed?)" }
             );
+            if r.ops_gpu_desync > 0 {
+                eprintln!(
+                    "warning: {}: {} ops after a send/recv to the own rank keep no GPU span (NCCL gave them the kernel timers of earlier work)",
+                    r.path, r.ops_gpu_desync
+                );
+            }
         }
         for r in &loaded.nvidia_reports {
             eprintln!("{}: {}, {} ops, {} skipped", r.path, r.format, r.ops, r.skipped());

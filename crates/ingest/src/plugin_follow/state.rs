@@ -11,7 +11,10 @@
 //! when as many KernelChStop states as it has channels arrived, or when an
 //! operation of a later plan (kernel launch) of the same handle starts or
 //! completes. Copy-engine collectives and communicators whose event mask has no
-//! KernelCh are done at their START (there is no kernel evidence to wait for).
+//! KernelCh are done at their START (there is no kernel evidence to wait for),
+//! and so is a p2p to the handle's own rank (NCCL gives it no KernelCh); the
+//! operations after such a self p2p keep no GPU span, as in `trace_to_table`
+//! (their KernelCh timers belong to earlier works, see `plugin_out_table`).
 //!
 //! Records of one thread arrive in order, but another thread's chunk may hold a
 //! KernelCh before its parent's START, or a KernelChStop before its KernelCh.
@@ -96,6 +99,8 @@ struct OpenOp {
     ch_stopped: u16,
     gpu_min: u64,
     gpu_max: u64,
+    /// Started after a self p2p of its handle: its KernelCh timers are another work's.
+    lagged: bool,
 }
 
 /// An effect waiting for the START of the id it is filed under.
@@ -114,6 +119,8 @@ struct Handle {
     next_coll: u64,
     /// Open operation ids in START order.
     open: VecDeque<u64>,
+    /// A self p2p started on this handle.
+    lagged: bool,
 }
 
 #[derive(Default)]
@@ -373,7 +380,8 @@ impl State {
         #[rustfmt::skip]
         let mut op = OpenOp { comm, thread, record, ty, start_ns: t, api: self.api.remove(&parent), func: 0, dtype: 0,
             count: 0, nccl_seq: 0, root: -1, peer: -1, n_channels: 0, algo: 0, proto: 0, sendbuff: 0, recvbuff: 0,
-            plan: 0, seq: 0, p2p_seq: 0, coll_ordinal: None, ch_started: 0, ch_stopped: 0, gpu_min: u64::MAX, gpu_max: 0 };
+            plan: 0, seq: 0, p2p_seq: 0, coll_ordinal: None, ch_started: 0, ch_stopped: 0, gpu_min: u64::MAX, gpu_max: 0,
+            lagged: false };
         match ty {
             T_COLL | T_CE_COLL => {
                 (op.nccl_seq, op.func, op.sendbuff, op.recvbuff, op.count) =
@@ -404,7 +412,10 @@ impl State {
             .comms
             .get(hi)
             .is_some_and(|c| c.mask & KERNEL_CH_BIT == 0);
-        if ty == T_CE_COLL || no_kernels {
+        let self_p2p = ty == T_P2P && self.comms.get(hi).is_some_and(|c| c.rank == op.peer);
+        h.lagged |= self_p2p;
+        op.lagged = h.lagged;
+        if ty == T_CE_COLL || no_kernels || self_p2p {
             self.done(op, self.epoch(t));
             return;
         }
@@ -575,7 +586,7 @@ impl State {
         let offset = self
             .dev_key(o.comm)
             .and_then(|k| self.offsets.get(&k).copied());
-        if let (true, Some(off)) = (o.gpu_min != u64::MAX && o.gpu_max >= o.gpu_min, offset) {
+        if let (true, Some(off)) = (o.gpu_min != u64::MAX && o.gpu_max >= o.gpu_min && !o.lagged, offset) {
             let to_epoch = |g: u64| self.epoch((g as i64).wrapping_add(off) as u64);
             op.gpu = Some(GpuSpan {
                 start_ns: to_epoch(o.gpu_min),

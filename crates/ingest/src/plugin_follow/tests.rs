@@ -387,3 +387,22 @@ fn errors_name_the_file_and_offset() {
     let e = Follower::new(&t.0).poll().unwrap_err().to_string();
     assert!(e.contains("not a commlens plugin file"), "{e}");
 }
+
+#[test]
+fn real_capture_follows_like_the_whole_file() {
+    // NCCL 2.28.9 with all-to-all self sends (crates/testdata/captures/h100-nccl2.28.9-tp2dp2):
+    // both readers drop the world's KernelCh spans after the first self p2p and time the same
+    // operations. (Durations may differ: a later launch's KernelCh start can be read before an
+    // earlier one's last KernelChStop, and the follower then closes the earlier one without it.)
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2dp2/plugin");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "clp"));
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let timed = |o: &CollOp| (o.line, o.kind, o.gpu.is_some());
+    let want: Vec<_> = whole(&bytes).iter().map(timed).collect();
+    assert_eq!((want.len(), want.iter().filter(|k| k.2).count()), (243, 83));
+    let t = tmp("real");
+    let (f, ops) = follow(&t.0, &bytes, &[bytes.len() / 3, bytes.len() / 2]);
+    assert_eq!(ops.iter().map(timed).collect::<Vec<_>>(), want);
+    assert!(f.ended() && f.open_count() == 0);
+}

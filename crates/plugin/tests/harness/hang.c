@@ -14,6 +14,12 @@
  *                 request at once, then once by COMMLENS_PLUGIN_HANG_TIMEOUT_S (and not again
  *                 while it lasts); it then completes; stall 2: an AllGather rank 1 never joins,
  *                 dumped again by the timeout.
+ *   hang-selfp2p  NCCL 2.28 with torch's all-to-all: each of four ranks sends to and receives
+ *                 from every rank, itself included; the self pair never gets KernelCh events
+ *                 (no dump may follow: NOSPURIOUS line) and from then on NCCL hands each
+ *                 KernelCh of the world communicator an earlier work's timers, at once. Ranks
+ *                 0-2 then enter a world AllReduce rank 3 joins only later: their KernelCh
+ *                 starts and stops at once, their ProxyOps wait; the timeout must dump it.
  *   hang-signal   all four enter an AllReduce on 4 channels and stop 3, 3, 3, 1 of them;
  *                 raise(SIGUSR1) with a handler of our own installed before the plugin's, which
  *                 must still run (chained) and be back in place after the last finalize.
@@ -161,6 +167,52 @@ static void hang_timeout(void) {
   finalize_all(T, 2);
 }
 
+/* A ProxyOp the proxy posted and, when `done`, finished. */
+static void* proxy_op_open(op_t* o, int peer) {
+  descr6_t d;
+  memset(&d, 0, sizeof d);
+  d.type = EV_PROXY_OP; d.parentObj = o->handle; d.rank = o->c->rank; d.proxyOp.pid = getpid();
+  d.proxyOp.peer = peer; d.proxyOp.nSteps = 6; d.proxyOp.chunkSize = 65536; d.proxyOp.isSend = 1;
+  return start(o->c->ctx, &d);
+}
+
+static void hang_selfp2p(void) {
+  comm_t W[4];
+  op_t a2a[8], ops[4];
+  void* px[4][2];
+  for (int i = 0; i < 4; i++) {
+    W[i] = (comm_t){.hash = 0x5E1F, .rank = i, .nranks = 4, .dev = i};
+    comm_init(P, &W[i], "world", 0x7FFF);
+  }
+  for (int r = 0; r < 4; r++) { /* ncclAlltoAll: one group of Send/Recv per peer, the own rank first */
+    for (int k = 0; k < 4; k++) {
+      int peer = (r + k) % 4;
+      set_op(&a2a[2 * k], &W[r], K_SEND, "Send", 65536, "ncclFloat32", 65536, "ncclFloat32", 0, peer, 2);
+      set_op(&a2a[2 * k + 1], &W[r], K_RECV, "Recv", 65536, "ncclFloat32", 65536, "ncclFloat32", 0, peer, 2);
+    }
+    run_group(a2a, 8, 1);
+    for (int k = 2; k < 8; k++) proxy_part(&a2a[k], 0, 0, 0); /* the self pair (0, 1) gets none */
+  }
+  usleep(600 * 1000); /* twice the timeout with nothing really open */
+  printf("NOSPURIOUS %d\n", atomic_load(&hang_dumps) == 0);
+  comm_t* first3[3] = {&W[0], &W[1], &W[2]};
+  coll_on(first3, 3, "AllReduce", 1, ops);
+  for (int i = 0; i < 3; i++) {
+    px[i][0] = proxy_op_open(&ops[i], (i + 1) % 4);
+    px[i][1] = proxy_op_open(&ops[i], (i + 3) % 4);
+    kch_close(kch_open(&ops[i], 0)); /* an earlier work's timers, delivered at once */
+  }
+  CHECK(wait_dumps(1, 10000) == 1);
+  printf("DUMPED %d\n", atomic_load(&hang_dumps));
+  comm_t* last[1] = {&W[3]}; /* rank 3 arrives: everyone's transfers finish */
+  coll_on(last, 1, "AllReduce", 1, &ops[3]);
+  px[3][0] = proxy_op_open(&ops[3], 0);
+  px[3][1] = proxy_op_open(&ops[3], 2);
+  kch_close(kch_open(&ops[3], 0));
+  for (int i = 0; i < 4; i++) { stop(px[i][0]); stop(px[i][1]); }
+  finalize_all(W, 4);
+}
+
 static atomic_int usr1_seen;
 static void on_usr1(int sig) {
   (void)sig;
@@ -203,5 +255,6 @@ static void hang(const char* which) {
   else if (!strcmp(which, "ring")) hang_ring();
   else if (!strcmp(which, "timeout")) hang_timeout();
   else if (!strcmp(which, "signal")) hang_signal();
+  else if (!strcmp(which, "selfp2p")) hang_selfp2p();
   else { fprintf(stderr, "unknown hang scenario %s\n", which); exit(2); }
 }
