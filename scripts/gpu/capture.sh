@@ -19,7 +19,7 @@ if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; 
 fi
 plugin=$PWD/.devcarry/libcommlens_plugin.so
 test -f "$plugin" || { echo "no plugin at $plugin"; exit 1; }
-export MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 WORLD_SIZE=4 CAPTURE_DIR=$dir/kineto
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 WORLD_SIZE=4 CAPTURE_DIR=$dir/kineto CAPTURE_EP_GROUP=${CAPTURE_EP_GROUP:-1}
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,P2P,NET,GRAPH,TUNING,ENV,PROFILE
 export NCCL_DEBUG_FILE=$dir/logs/nccl.%h.%p.log
 # Timestamps on every line (NCCL >= 2.26) let logs be fused with the Kineto

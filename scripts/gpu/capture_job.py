@@ -30,6 +30,10 @@ dev = torch.device("cuda", 0)
 dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
 tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
 dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+# CAPTURE_EP_GROUP=1: the all-to-all runs on a group of its own ("ep", all
+# ranks). Its self send/recv desynchronise NCCL 2.28's KernelCh accounting on
+# the communicator that runs it; on its own group the world keeps true timers.
+ep = dist.new_group(list(range(world))) if os.environ.get("CAPTURE_EP_GROUP") == "1" else None
 tp = tp_groups[rank // 2]
 dp = dp_groups[rank % 2]
 tp_peer = rank ^ 1
@@ -58,7 +62,7 @@ def step(it):
     ops = [dist.P2POp(dist.isend, p2p_send, tp_peer), dist.P2POp(dist.irecv, p2p_recv, tp_peer)]
     for r in dist.batch_isend_irecv(ops):
         r.wait()
-    dist.all_to_all_single(a2a_out, a2a_in)  # expert dispatch, world
+    dist.all_to_all_single(a2a_out, a2a_in, group=ep)  # expert dispatch (world, or ep)
     if rank == SLOW_RANK and it >= SLOW_FROM:
         torch.cuda.synchronize()
         time.sleep(SLOW_MS / 1000)
@@ -89,7 +93,8 @@ if rank == 0:
              "profiled_iterations": [PROF_FROM, PROF_TO], "slow_rank": SLOW_RANK, "slow_ms": SLOW_MS,
              "slow_from_iteration": SLOW_FROM, "stall_rank": SLOW_RANK, "stall_s": STALL_S,
              "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-             "gpu": torch.cuda.get_device_name(0)}
+             "gpu": torch.cuda.get_device_name(0), "a2a_group": "ep" if ep is not None else "world",
+             "log_timestamps": bool(os.environ.get("NCCL_DEBUG_TIMESTAMP_FORMAT"))}
     with open(os.path.join(out, "truth.json"), "w") as f:
         json.dump(truth, f, indent=1)
 dist.destroy_process_group()

@@ -39,3 +39,33 @@ fn split_communicators_of_a_real_torch_job_get_their_true_members() {
     assert_eq!(members(world), vec![0, 1, 2, 3]);
     assert_eq!(comms.len(), 5, "world, two TP and two DP groups: {comms:?}");
 }
+
+/// The second capture logs with `NCCL_DEBUG_TIMESTAMP_FORMAT="%s.%6f"`, which
+/// NCCL 2.28.9 glues to the host (`1795693065.217944vm:566:566 [0] …`): one
+/// host, every operation read, each with its enqueue time.
+#[test]
+fn timestamps_glued_to_the_host_are_read() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2dp2-ep-ts");
+    let first = std::fs::read_to_string(dir.join("logs/nccl.vm.566.log")).unwrap();
+    assert!(first.lines().next().unwrap().starts_with("1795693"), "the capture has glued timestamps");
+    let logs = dir.join("logs");
+    let r = common::run_limited(common::commlens_cmd(&["stats", "--format", "json", logs.to_str().unwrap()]), 120, "stats");
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.err.contains("malformed"), "{}", r.err);
+    let v: serde_json::Value = serde_json::from_str(&r.out).expect("json");
+    let ranks = v["stats"]["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
+    for r in ranks {
+        assert_eq!((r["host"].as_str(), r["ops"].as_u64()), (Some("vm"), Some(131)), "{r}");
+    }
+    // Enqueue times come through to the trace.
+    let out = std::env::temp_dir().join(format!("commlens-glued-ts-{}", std::process::id()));
+    let r = common::run_limited(common::commlens_cmd(&["trace", logs.to_str().unwrap(), "-o", out.to_str().unwrap()]), 120, "trace");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let ops: Vec<_> = events.iter().filter(|e| e["args"]["op_count"].is_string() || e["args"]["op_count"].is_u64()).filter(|e| e["args"]["kind"].is_string() && e["name"] == e["args"]["kind"]).collect();
+    assert_eq!(ops.len(), 524);
+    assert!(ops.iter().all(|e| e["args"]["cpu_ts_ns"].as_i64().is_some_and(|t| t > 1_795_693_000_000_000_000)), "every op has its enqueue time");
+    let _ = std::fs::remove_dir_all(out);
+}

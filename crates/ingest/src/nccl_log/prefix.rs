@@ -298,9 +298,14 @@ fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: 
         let c = cands[k].unwrap();
         let limit = if k + 1 < n { cands[k + 1].unwrap().host_start } else { line.len() };
         let Some((dev, level, msg_start)) = parse_after_tid(line, c.after, limit) else { continue };
-        let debris = hosts.resolve(&line[c.host_start..c.host_end], c.pid);
-        let host_start = c.host_start + debris;
-        let (ts_ns, seg_start) = timestamp_before(line, host_start);
+        let (ts_ns, seg_start, host_start) = match glued_timestamp(line, c.host_start, c.host_end) {
+            Some((ns, ts_start, host)) => (Some(ns), ts_start, host),
+            None => {
+                let host_start = c.host_start + hosts.resolve(&line[c.host_start..c.host_end], c.pid);
+                let (ts_ns, seg_start) = timestamp_before(line, host_start);
+                (ts_ns, seg_start, host_start)
+            }
+        };
         if out.is_empty() {
             head_end = seg_start;
         } else if let Some(prev) = out.last_mut() {
@@ -331,11 +336,25 @@ fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: 
 fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment> {
     let mut start = 0;
     if line.first().is_some_and(u8::is_ascii_digit) {
-        // Possibly `1766081276.802766 host:…`.
-        let sp = line.iter().take(24).position(|&b| b == b' ')?;
-        start = sp + 1;
+        // Possibly `1766081276.802766 host:…`; without a space, a timestamp
+        // glued to the host (`1795693065.217944vm:…`) or a host that starts
+        // with a digit.
+        if let Some(sp) = line.iter().take(24).position(|&b| b == b' ') {
+            start = sp + 1;
+        }
     }
     let c = prefix_forward(line, start)?;
+    if start == 0 {
+        if let Some((ns, 0, host_start)) = glued_timestamp(line, c.host_start, c.host_end) {
+            let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
+            if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some())
+                || hosts.resolve(&line[host_start..c.host_end], c.pid) != 0
+            {
+                return None;
+            }
+            return Some(Segment { host: host_start..c.host_end, pid: c.pid, tid: c.tid, dev, level, ts_ns: Some(ns), msg: msg_start..line.len(), cut: false });
+        }
+    }
     let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
     // The `NCCL` found must not belong to a second prefix (`a:1:1 b:2:2 NCCL CALL`).
     if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some()) {
@@ -487,6 +506,45 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
         Some(b' ') => Some((dev, level, end + 1)),
         Some(_) => None,
     }
+}
+
+/// NCCL prints `NCCL_DEBUG_TIMESTAMP_FORMAT`'s expansion right before the
+/// host with no separator of its own, so `%s.%6f` gives
+/// `1795693065.217944vm:566:566 [0] NCCL INFO …` (NCCL 2.28.9): a host token
+/// that starts with epoch seconds (ten digits, more in front being the tail of
+/// a line this one cut), a dot and a fraction is a timestamp glued to the real
+/// host. The fraction has as many digits as the format asked for (`%3f`,
+/// `%6f`, `%9f`); when the host itself starts with a digit the run is longer,
+/// and the widest of those shorter than the run is taken. Returns (ns, the timestamp's start, the
+/// host's start).
+fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
+    let h = &line[host_start..host_end];
+    if !h.first()?.is_ascii_digit() {
+        return None;
+    }
+    let dot = h.iter().take(32).position(|&b| b == b'.')?;
+    if dot < 10 || !h[..dot].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let secs_at = dot - 10;
+    let run = h[dot + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if run == 0 || dot + 1 + run == h.len() {
+        return None; // no fraction, or no host after it
+    }
+    let frac = match run {
+        3 | 6 | 9 => run,
+        _ => [9, 6, 3].into_iter().find(|&n| n < run).unwrap_or(run),
+    };
+    let host_at = dot + 1 + frac;
+    if host_at >= h.len() || !crate::bytes::is_host_start(h[host_at]) {
+        return None;
+    }
+    let secs = dec_u64(&h[secs_at..dot])? as i64;
+    let mut ns: i64 = 0;
+    for i in 0..9 {
+        ns = ns * 10 + if i < frac { (h[dot + 1 + i] - b'0') as i64 } else { 0 };
+    }
+    Some((secs.checked_mul(1_000_000_000)?.checked_add(ns)?, host_start + secs_at, host_start + host_at))
 }
 
 /// A `%s.%6f` epoch timestamp right before the host: returns (ns, its start).

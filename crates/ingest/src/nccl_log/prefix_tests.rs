@@ -74,6 +74,38 @@ fn timestamp_prefix() {
 }
 
 #[test]
+fn timestamp_glued_to_the_host() {
+    // NCCL 2.28.9 with NCCL_DEBUG_TIMESTAMP_FORMAT="%s.%6f": no space before the host.
+    let line = "1795693065.222017vm:566:566 [0] NCCL INFO AllReduce: opCount 0";
+    let mut hosts = KnownHosts::default();
+    for _ in 0..2 {
+        let mut out = Vec::new();
+        let head = split_line(line.as_bytes(), &mut hosts, &mut out);
+        assert_eq!((head, out.len()), (0, 1));
+        assert_eq!(out[0].ts_ns, Some(1_795_693_065_222_017_000));
+        assert_eq!((&line[out[0].host.clone()], out[0].pid, out[0].tid), ("vm", 566, 566));
+        assert_eq!(&line[out[0].msg.clone()], "AllReduce: opCount 0");
+    }
+    let mut out = Vec::new();
+    split_line_scan(line.as_bytes(), &mut KnownHosts::default(), &mut out);
+    assert_eq!((out[0].ts_ns, &line[out[0].host.clone()]), (Some(1_795_693_065_222_017_000), "vm"));
+    // Milliseconds, a host starting with a digit (taken as %6f), a glued stamp after a cut line.
+    let (_, s) = split("1795693065.222a100-7:1:1 [0] NCCL INFO x");
+    assert_eq!(s[0].0, "a100-7");
+    let (_, s) = split("1795693065.2220171node:1:1 [0] NCCL INFO x");
+    assert_eq!(s[0].0, "1node");
+    let line = "vm:1:1 [0] NCCL INFO AllReduce: opCount 41795693065.222017vm:2:2 [0] NCCL INFO Broadcast: x";
+    let mut out = Vec::new();
+    split_line(line.as_bytes(), &mut KnownHosts::default(), &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(&line[out[0].msg.clone()], "AllReduce: opCount 4");
+    assert_eq!((out[1].ts_ns, &line[out[1].host.clone()]), (Some(1_795_693_065_222_017_000), "vm"));
+    // Not a timestamp: nine digits, or nothing left for a host.
+    assert_eq!(split("179569306.222017vm:1:1 [0] NCCL INFO x").1[0].0, "179569306.222017vm");
+    assert_eq!(split("1795693065.222017:1:1 [0] NCCL INFO x").1[0].0, "1795693065.222017");
+}
+
+#[test]
 fn interleaved_writers() {
     let line = "stone:2984737:2984737 [2] NCCL INFO Send: opCount 0 comm 0x55f7d902f5e0 [nranks=4] stream stone:2984736:2stone:2984737:2984737 NCCL CALL ncclSend(0,7f1fd2c00000)";
     let mut hosts = KnownHosts::default();
