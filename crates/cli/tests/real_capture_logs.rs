@@ -69,3 +69,22 @@ fn timestamps_glued_to_the_host_are_read() {
     assert!(ops.iter().all(|e| e["args"]["cpu_ts_ns"].as_i64().is_some_and(|t| t > 1_795_693_000_000_000_000)), "every op has its enqueue time");
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// The in-flight dumps the plugin wrote on real NCCL when rank 3 came 6 s late
+/// to the last world all-reduce (`truth.json`): the verdict names rank 3, and
+/// the stalled operation is that 4 KiB all-reduce, running on ranks 0–2.
+#[test]
+fn real_hang_dumps_name_the_rank_that_never_joined() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2dp2-ep-ts");
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let plugin = dir.join("plugin");
+    let r = common::run_limited(common::commlens_cmd(&["hang", "--format", "json", plugin.to_str().unwrap()]), 60, "hang");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: serde_json::Value = serde_json::from_str(&r.out).expect("json");
+    let stall = truth["stall_rank"].as_u64().unwrap();
+    assert_eq!(v["verdict"]["RankDidNotJoin"]["ranks"], serde_json::json!([format!("comm rank {stall} (no dump)")]), "{v}");
+    let first = &v["first_stalled"];
+    assert_eq!((first["op"].as_str(), first["bytes"].as_u64(), first["nranks"].as_u64()), (Some("AllReduce"), Some(4096), Some(4)), "{first}");
+    let running: Vec<u64> = first["members"].as_array().unwrap().iter().filter(|m| m["state"] == "Running").map(|m| m["comm_rank"].as_u64().unwrap()).collect();
+    assert_eq!(running, vec![0, 1, 2]);
+}
