@@ -13,6 +13,14 @@
 //!    (`cudaLaunchKernel`, …); the CPU collective whose interval contains that
 //!    call on the same thread launched the kernel.
 //!
+//! A coalesced group (`batch_isend_irecv`, `_coalescing_manager`) is one
+//! exception the ids cannot express: its calls (`send`, `recv`, …) are
+//! recorded but launch nothing, and the closing `nccl:coalesced` annotation,
+//! which names no collective, launches the one kernel of the group (its
+//! `External id`, if any, is the annotation's). The profiler's link stays in
+//! [`RankTrace::links`]; [`spread_coalesced`] gives the kernel to the calls
+//! of the group, so that each becomes one operation timed by that kernel.
+//!
 //! It also orders the non-NCCL GPU activities ([`RankTrace::compute`]) and
 //! gives each the lag from its launch call, found by correlation id.
 
@@ -43,6 +51,7 @@ pub(crate) fn finish(mut c: Collector, path: &str, opts: &TraceOptions) -> Resul
         k.launch = k.correlation.and_then(|corr| launch_of.get(&corr).copied());
     }
     let links = link(&mut kernels, &mut cpu_ops);
+    spread_coalesced(&mut kernels, &mut cpu_ops);
 
     let mut devices: Vec<(u32, usize)> = Vec::new();
     for d in kernels.iter().filter_map(|k| k.device) {
@@ -233,6 +242,7 @@ fn meta_of(a: &Args) -> CollMeta {
         pg_ranks: a.pg_ranks.0.clone(),
         rank: a.rank.u32(),
         seq: a.seq.0,
+        peer: a.dst_rank.u32().or_else(|| a.src_rank.u32()),
     }
 }
 
@@ -386,4 +396,39 @@ fn link(kernels: &mut [NcclKernel], cpu: &mut [CpuCollective]) -> Vec<Link> {
         }
     }
     links
+}
+
+/// Hands the kernels of each closing `nccl:coalesced` call to the calls of
+/// its group: the calls before it on its thread, back to the previous call
+/// that launched a kernel or closed a group, that have a kind and launched
+/// nothing themselves (`wait` calls, which have no kind, are passed over).
+/// Each kernel then points to the group's first call; the closing call keeps
+/// no kernel, so it yields no operation of its own. A closing call with no
+/// such calls before it (a trace that starts inside the group) keeps its kernels.
+fn spread_coalesced(kernels: &mut [NcclKernel], cpu: &mut [CpuCollective]) {
+    let closes = |op: &CpuCollective| op.kind.is_none() && op.name.contains("coalesced") && !op.kernels.is_empty();
+    for c in 0..cpu.len() {
+        if !closes(&cpu[c]) {
+            continue;
+        }
+        let tid = cpu[c].tid;
+        let mut members = Vec::new();
+        for m in (0..c).rev().filter(|&m| cpu[m].tid == tid) {
+            let op = &cpu[m];
+            if !op.kernels.is_empty() || op.name.contains("coalesced") {
+                break;
+            }
+            if op.kind.is_some() {
+                members.push(m);
+            }
+        }
+        let Some(&first) = members.last() else { continue };
+        let ks = std::mem::take(&mut cpu[c].kernels);
+        for &k in &ks {
+            kernels[k as usize].cpu_op = Some(first as u32);
+        }
+        for &m in &members {
+            cpu[m].kernels = ks.clone();
+        }
+    }
 }

@@ -122,6 +122,10 @@ pub(crate) struct Args {
     pub rank: Num,
     #[serde(rename = "Seq")]
     pub seq: Num,
+    #[serde(rename = "Dst Rank")]
+    pub dst_rank: Num,
+    #[serde(rename = "Src Rank")]
+    pub src_rank: Num,
     #[serde(rename = "Input Dims")]
     pub input_dims: FirstNelems,
     #[serde(rename = "Input type")]

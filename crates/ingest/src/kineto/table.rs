@@ -10,7 +10,9 @@
 //!   `None` and bytes are never counted twice nor shown as 0 B). A kernel
 //!   with neither a CPU call nor a launch record in a trace that records CPU
 //!   calls was launched before the capture and is not an operation of it.
-//! * Sizes: from the CPU call's (or kernel's) metadata; for ring AllReduce
+//! * Sizes: from the CPU call's (or kernel's) metadata (an AllToAll's
+//!   count is per peer, as NCCL's: PyTorch's whole buffer divided by the
+//!   group size); for ring AllReduce
 //!   kernels of a job whose network annotations agree, derived from them
 //!   ([`super::jobs::ring_sizes`]); unknown otherwise.
 //! * Jobs ([`super::jobs::group_jobs`]): traces whose capture spans do not
@@ -27,7 +29,12 @@
 //! * A rank that knows its global rank and the world size (`distributedInfo`;
 //!   for nsys, implied when every rank has a distinct `MPI_RANKS` rank) also
 //!   gets an operation-less `world` handle with that rank, so that `assemble`
-//!   takes global ranks from the profiler instead of host order.
+//!   takes global ranks from the profiler instead of host order, unless one
+//!   of its groups already is the world (ranks `0..n`): that group says the
+//!   same, and a second, empty world communicator would be a phantom.
+//! * A call of a coalesced group (`batch_isend_irecv`) is timed by the
+//!   group's kernel (see [`super::link`]); Send/Recv get their peer from
+//!   `Dst Rank`/`Src Rank`.
 //! * Rows are in time order (CPU call, else kernel start); `line` is the
 //!   1-based position in that order; times are epoch ns when the trace gives
 //!   a base time.
@@ -257,7 +264,15 @@ fn add_rank(
         t.per_rank[dev.ix()].push(op);
         notes.ops += 1;
     }
-    if r.rank.is_some() && world.is_some() && !handles.contains_key(&world_key) {
+    // The operation-less world handle only adds what no handle says yet: a
+    // group of the whole world (PyTorch's default group, named by its ops'
+    // metadata) already gives the rank its global rank, and a second world
+    // handle would be an empty communicator of its own.
+    let world_named = |k: &CommKey| match (k, world) {
+        (CommKey::Pg(_, Some(ranks)), Some(n)) => ranks.iter().copied().eq(0..n),
+        _ => false,
+    };
+    if r.rank.is_some() && world.is_some() && !handles.contains_key(&world_key) && !handles.keys().any(world_named) {
         new_handle(t, tr, r, (proc, dev, world), &world_key);
     }
 }
@@ -316,6 +331,12 @@ fn make_op(
     let count = meta.and_then(|m| match kind {
         OpKind::AllGather => m.in_nelems.or(m.out_nelems),
         OpKind::ReduceScatter => m.out_nelems.or(m.in_nelems),
+        // PyTorch records the whole send buffer; NCCL's count (and the
+        // table's) is what goes to each peer. Uneven splits give the mean.
+        OpKind::AllToAll => {
+            let n = m.pg_ranks.as_ref().map(|r| r.len() as u32).filter(|&n| n > 0).or(m.group_size).filter(|&n| n > 0);
+            m.in_nelems.or(m.out_nelems).map(|c| n.map_or(c, |n| c / n as u64))
+        }
         _ => m.in_nelems.or(m.out_nelems),
     });
     let reduces = matches!(kind, OpKind::AllReduce | OpKind::Reduce | OpKind::ReduceScatter);
@@ -340,7 +361,7 @@ fn make_op(
         bytes,
         redop: k.filter(|_| reduces).and_then(|k| k.parsed.redop),
         root: None,
-        peer: None,
+        peer: meta.and_then(|m| m.peer).filter(|_| kind.is_p2p()),
         algo: k.and_then(|k| k.parsed.algo),
         proto: k.and_then(|k| k.parsed.proto),
         channels: None,

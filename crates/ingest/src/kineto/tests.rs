@@ -323,3 +323,52 @@ fn malformed_events_are_skipped_and_counted() {
     assert_eq!(clean.stats.skipped, Skipped::default());
     assert!(clean.warnings.iter().all(|w| !w.contains("malformed")));
 }
+
+/// PyTorch 2.11's `batch_isend_irecv`: `send` and `recv` calls that launch
+/// nothing, then a closing `nccl:coalesced` that launches the one SendRecv
+/// kernel (no `External id`); a `wait` with empty ranks; an `all_to_allv`.
+const COALESCED: &str = r#"{"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2, "nccl_version": "2.28.9",
+     "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]},
+  "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 100.0, "dur": 10.0,
+    "args": {"External id": 21, "Collective name": "send", "In msg nelems": 256, "Out msg nelems": 256, "dtype": "BFloat16",
+             "Group size": 2, "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Rank": 1, "Dst Rank": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 120.0, "dur": 10.0,
+    "args": {"External id": 23, "Collective name": "recv", "In msg nelems": 256, "Out msg nelems": 256, "dtype": "BFloat16",
+             "Group size": 2, "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Rank": 1, "Src Rank": 1}},
+  {"ph": "X", "cat": "user_annotation", "name": "nccl:coalesced", "pid": 5, "tid": 5, "ts": 140.0, "dur": 20.0, "args": {"External id": 24}},
+  {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 5, "tid": 5, "ts": 145.0, "dur": 5.0, "args": {"correlation": 243}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 16,
+    "ts": 150.0, "dur": 40.0, "args": {"device": 0, "stream": 16, "correlation": 243}},
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 170.0, "dur": 5.0,
+    "args": {"External id": 25, "Collective name": "wait", "dtype": "Byte", "Group size": 1, "Process Group Name": "0", "Process Group Ranks": "[]"}},
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 200.0, "dur": 10.0,
+    "args": {"External id": 27, "Collective name": "all_to_allv", "In msg nelems": 2048, "Out msg nelems": 2048, "dtype": "Float",
+             "Group size": 2, "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Rank": 0}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 7,
+    "ts": 220.0, "dur": 30.0, "args": {"device": 0, "stream": 7, "correlation": 274, "External id": 27}}
+  ]}"#;
+
+#[test]
+fn a_coalesced_exchange_is_one_send_and_one_recv_timed_by_its_kernel() {
+    let t = read(COALESCED).unwrap();
+    let r = &t.ranks[0];
+    // The profiler's own link (launch inside the closing call) is kept.
+    assert_eq!(r.links[0], Link { cpu: 2, kernel: 0, via: LinkVia::LaunchNesting });
+    assert_eq!((r.cpu_ops[0].kernels.as_slice(), r.cpu_ops[1].kernels.as_slice()), (&[0][..], &[0][..]));
+    assert!(r.cpu_ops[2].kernels.is_empty());
+    let (table, notes) = to_op_table(std::slice::from_ref(&t));
+    let ops = &table.per_rank[0];
+    assert_eq!(ops.iter().map(|o| o.kind).collect::<Vec<_>>(), vec![OpKind::Send, OpKind::Recv, OpKind::AllToAll]);
+    assert_eq!(notes.ops_size_unknown, 0);
+    for op in &ops[..2] {
+        assert_eq!((op.bytes, op.peer, op.stream), (512, Some(1), Some(16)));
+        assert_eq!(op.gpu.map(|g| (g.start_ns, g.end_ns)), Some((150_000, 190_000)));
+    }
+    // all_to_allv records the whole buffer; the count is per peer, as NCCL's.
+    assert_eq!((ops[2].count, ops[2].bytes), (1024, 4096));
+    // One communicator: the default group is the world, so no second, empty world handle.
+    assert_eq!(table.comms.len(), 1);
+    assert_eq!((table.comms[0].nranks, table.comms[0].rank, table.comms[0].n_ops), (Some(2), Some(0), 3));
+    assert_eq!(table.devices[0].global_rank, Some(0));
+}

@@ -250,7 +250,10 @@ pub struct CpuCollective {
     /// calls without either.
     pub kind: Option<OpKind>,
     pub meta: CollMeta,
-    /// Indices into [`RankTrace::kernels`] of the kernels it launched.
+    /// Indices into [`RankTrace::kernels`] of the kernels it launched; for a
+    /// call of a coalesced group (`batch_isend_irecv`: the `send`/`recv` calls
+    /// launch nothing, the closing `nccl:coalesced` launches one kernel for
+    /// all), the group's kernels, which the closing call then gives up.
     pub kernels: Vec<u32>,
     pub event: u64,
 }
@@ -269,8 +272,12 @@ pub struct CollMeta {
     pub pg_name: Option<String>,
     pub pg_desc: Option<String>,
     pub pg_ranks: Option<Vec<u32>>,
-    /// `Rank` (global rank of the caller).
+    /// `Rank`: the caller's rank for collectives; for `send`/`recv`, PyTorch
+    /// writes the peer here instead (see [`CollMeta::peer`]).
     pub rank: Option<u32>,
+    /// `Dst Rank` of a `send`, `Src Rank` of a `recv`: the peer's rank in
+    /// the process group (NCCL's `peer`).
+    pub peer: Option<u32>,
     /// `Seq`: the process group's sequence number of the call.
     pub seq: Option<u64>,
 }

@@ -242,8 +242,9 @@ pub(super) fn assemble(
                 let s = seq.entry(u.comm).or_insert(0);
                 *s += 1;
                 let nranks = layout.comms[u.comm].nranks() as u64;
-                let out_nelems = if op.name == "AllGather" { op.count * nranks } else { op.count };
-                let in_nelems = if op.name == "ReduceScatter" { op.count * nranks } else { op.count };
+                // PyTorch records whole buffers: an all-to-all's is one count per peer.
+                let out_nelems = if matches!(op.name, "AllGather" | "AllToAll" | "AlltoAll") { op.count * nranks } else { op.count };
+                let in_nelems = if matches!(op.name, "ReduceScatter" | "AllToAll" | "AlltoAll") { op.count * nranks } else { op.count };
                 cpu.push((
                     CpuOp {
                         start_ns: ns(t - 1.5),
