@@ -57,16 +57,26 @@ fn tar_block(block: &[u8]) -> bool {
 pub fn archive_kind(path: &Path) -> std::io::Result<Option<ArchiveKind>> {
     let mut head = Vec::with_capacity(512);
     File::open(path)?.take(512).read_to_end(&mut head)?;
-    if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
-        return Ok(Some(ArchiveKind::Zip));
-    }
-    if is_gzip(&head) {
+    if is_gzip(&head) && !is_zip(&head) {
         let mut inner = Vec::with_capacity(512);
         // A damaged stream is no archive here; its reader says what is wrong.
         let _ = open_maybe_gzip(path)?.take(512).read_to_end(&mut inner);
         return Ok(tar_block(&inner).then_some(ArchiveKind::TarGz));
     }
-    Ok(tar_block(&head).then_some(ArchiveKind::Tar))
+    Ok(plain_archive_kind(&head))
+}
+
+/// [`archive_kind`] of a file that is not gzip, from its first bytes (512
+/// are enough): for callers that hold them already.
+pub fn plain_archive_kind(head: &[u8]) -> Option<ArchiveKind> {
+    if is_zip(head) {
+        return Some(ArchiveKind::Zip);
+    }
+    tar_block(&head[..head.len().min(512)]).then_some(ArchiveKind::Tar)
+}
+
+fn is_zip(head: &[u8]) -> bool {
+    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
 }
 
 /// What [`unpack`] wrote and passed over.

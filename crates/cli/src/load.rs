@@ -32,7 +32,8 @@
 use commlens_core::OpTable;
 use commlens_ingest::merge::merge_tables;
 use commlens_ingest::nccl_log::ReadOptions;
-use commlens_ingest::{expand_inputs, load_any, IngestError, Loaded};
+use commlens_ingest::load_any::load_any_noting;
+use commlens_ingest::{expand_inputs, IngestError, Loaded};
 use commlens_parquet::dataset::{check_shard, dataset_files, is_dataset};
 use commlens_parquet::{read_table_with, Columns, ReadError};
 use rayon::prelude::*;
@@ -161,7 +162,13 @@ pub fn load(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, Box<dyn Err
 
 /// [`load`], decoding only `cols` of commlens tables.
 pub fn load_columns(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
-    let loaded = load_split_columns(&split_inputs(paths)?, opts, cols)?;
+    load_columns_noting(paths, opts, cols, false)
+}
+
+/// [`load_columns`]; with `note`, the hardware lines of the NCCL logs read are
+/// kept too (`Loaded::noted`, for `commlens_report::expected::run_cluster_noted`).
+pub fn load_columns_noting(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns, note: bool) -> Result<Loaded, Box<dyn Error>> {
+    let loaded = load_split_noting(&split_inputs(paths)?, opts, cols, note)?;
     for w in implausible_devices(&loaded.table) {
         eprintln!("warning: {w}");
     }
@@ -268,16 +275,20 @@ pub fn implausible_devices(t: &OpTable) -> Vec<String> {
 /// Notes on inputs read once or left out (`Loaded::notes`) go to stderr.
 /// Decodes only `cols` of commlens tables ([`Columns::all`] for every column).
 pub fn load_split_columns(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
-    let loaded = load_split_quiet(s, opts, cols)?;
+    load_split_noting(s, opts, cols, false)
+}
+
+fn load_split_noting(s: &Split, opts: &ReadOptions, cols: &Columns, note: bool) -> Result<Loaded, Box<dyn Error>> {
+    let loaded = load_split_quiet(s, opts, cols, note)?;
     for n in &loaded.notes {
         eprintln!("{n}");
     }
     Ok(loaded)
 }
 
-fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loaded, Box<dyn Error>> {
+fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns, note: bool) -> Result<Loaded, Box<dyn Error>> {
     if s.parquet.is_empty() {
-        return Ok(load_any(&s.rest, opts)?);
+        return Ok(load_any_noting(&s.rest, opts, note)?);
     }
     let read: Vec<(&PathBuf, bool, Result<_, ReadError>)> =
         s.parquet.par_iter().map(|(p, explicit)| (p, *explicit, read_table_with(p, cols))).collect();
@@ -337,9 +348,9 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loa
         }
         Loaded::empty()
     } else {
-        let other = load_any(&s.rest, opts)?;
+        let other = load_any_noting(&s.rest, opts, note)?;
         let label = s.rest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, benchmarks, remaps: _, notes } =
+        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, skipped_files, benchmarks, remaps: _, notes, noted } =
             other;
         parts.push((label, table));
         Loaded {
@@ -352,6 +363,7 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns) -> Result<Loa
             benchmarks,
             remaps: Vec::new(),
             notes,
+            noted,
         }
     };
     loaded.skipped_files.extend(skipped_files);

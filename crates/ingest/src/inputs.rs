@@ -9,6 +9,7 @@ use crate::kineto::KernelTrace;
 use crate::merge::{Merger, Remap, Screen, Screener};
 pub use crate::kind::{sniff, InputFormat};
 pub use crate::load_any::load_any;
+pub use crate::same_content::drop_same_content;
 use crate::nccl_log::{self, ReadOptions, ReadReport};
 use commlens_core::{CollOp, OpTable};
 use rayon::prelude::*;
@@ -101,100 +102,6 @@ pub fn unpack_archives(paths: &[PathBuf], into: &Path) -> Result<(Vec<PathBuf>, 
         out.push(dest);
     }
     Ok((out, notes))
-}
-
-/// Drops files whose bytes repeat an earlier file's (a log copied under
-/// another name): candidates share a size and a fingerprint of their first
-/// and last 64 KiB, then are compared in full. Returns the files kept, in
-/// order, and one note per file dropped naming both. Files that cannot be
-/// read here are kept (their reader reports the problem); empty files are
-/// never compared.
-pub fn drop_same_content(files: Vec<(PathBuf, bool)>) -> (Vec<(PathBuf, bool)>, Vec<String>) {
-    use std::collections::HashMap;
-    let sizes: Vec<Option<u64>> =
-        files.iter().map(|(p, _)| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| m.len())).collect();
-    let mut by_size: HashMap<u64, usize> = HashMap::new();
-    for s in sizes.iter().flatten().filter(|&&s| s > 0) {
-        *by_size.entry(*s).or_default() += 1;
-    }
-    if by_size.values().all(|&n| n < 2) {
-        return (files, Vec::new());
-    }
-    // (size, fingerprint) → indices of the kept files with it.
-    let mut kept_by_print: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
-    let mut drop_as: Vec<Option<usize>> = vec![None; files.len()];
-    for (i, (p, _)) in files.iter().enumerate() {
-        let Some(size) = sizes[i].filter(|s| by_size.get(s).is_some_and(|&n| n > 1)) else { continue };
-        let Ok(print) = fingerprint(p, size) else { continue };
-        let same = kept_by_print.entry((size, print)).or_default();
-        match same.iter().find(|&&j| same_bytes(&files[j].0, p).unwrap_or(false)) {
-            Some(&j) => drop_as[i] = Some(j),
-            None => same.push(i),
-        }
-    }
-    let mut notes = Vec::new();
-    for (i, j) in drop_as.iter().enumerate() {
-        if let Some(j) = j {
-            notes.push(format!(
-                "note: {} has the same content as {}; read once",
-                files[i].0.display(),
-                files[*j].0.display()
-            ));
-        }
-    }
-    let kept = files.into_iter().zip(drop_as).filter(|(_, d)| d.is_none()).map(|(f, _)| f).collect();
-    (kept, notes)
-}
-
-/// Hash of the size, the first 64 KiB and the last 64 KiB of a file.
-fn fingerprint(path: &Path, size: u64) -> std::io::Result<u64> {
-    use std::hash::Hasher;
-    use std::io::{Read, Seek, SeekFrom};
-    const W: u64 = 64 << 10;
-    let mut f = std::fs::File::open(path)?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    h.write_u64(size);
-    let mut buf = vec![0u8; W.min(size) as usize];
-    f.read_exact(&mut buf)?;
-    h.write(&buf);
-    if size > W {
-        let tail = W.min(size - W);
-        f.seek(SeekFrom::Start(size - tail))?;
-        buf.resize(tail as usize, 0);
-        f.read_exact(&mut buf)?;
-        h.write(&buf);
-    }
-    Ok(h.finish())
-}
-
-/// Whether two files hold the same bytes, read side by side in 1 MiB blocks.
-fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
-    let (mut fa, mut fb) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
-    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let na = read_full(&mut fa, &mut ba)?;
-        let nb = read_full(&mut fb, &mut bb)?;
-        if na != nb || ba[..na] != bb[..nb] {
-            return Ok(false);
-        }
-        if na == 0 {
-            return Ok(true);
-        }
-    }
-}
-
-fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::io::Read;
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Identity of a file or folder, the same through every link to it.
@@ -362,6 +269,9 @@ pub struct Loaded {
     /// processes with the same operations), files left out because they
     /// claim a communicator rank or size another file's process holds.
     pub notes: Vec<String>,
+    /// The hardware lines of every log read ([`crate::noted`]), when asked for
+    /// ([`crate::load_any::load_any_noting`]).
+    pub noted: Option<crate::noted::NotedLines>,
 }
 
 /// Reads all inputs in parallel, one file per task. Each file gets its own
@@ -407,7 +317,7 @@ where
     F: Fn(&mut S, &CollOp) + Sync,
 {
     let (kept, notes) = drop_same_content(files.to_vec());
-    let (loaded, states) = read_log_files(&kept, notes, opts, keep_ops, make, per_op)?;
+    let (loaded, states) = read_log_files(&kept, notes, opts, keep_ops, false, make, per_op)?;
     if loaded.reports.is_empty() {
         return Err(IngestError::NoInputs { paths: files.iter().map(|f| f.0.clone()).collect() });
     }
@@ -417,12 +327,16 @@ where
 /// [`load_inputs_with`] on files already listed (and screened for repeated
 /// content, `notes` saying which were dropped). Files found in folders that
 /// are no NCCL log are left out (`Loaded::skipped_files`); with none read the
-/// table is empty and `Loaded::reports` too.
+/// table is empty and `Loaded::reports` too. With `note`, every file's
+/// hardware lines are kept too (`Loaded::noted`), taken while the file is in
+/// hand.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_log_files<S, M, F>(
     files: &[(PathBuf, bool)],
     mut notes: Vec<String>,
     opts: &ReadOptions,
     keep_ops: bool,
+    note: bool,
     make: M,
     per_op: F,
 ) -> Result<(Loaded, Vec<S>), IngestError>
@@ -448,24 +362,32 @@ where
     let mut screener = Screener::default();
     let mut merger = Merger::default();
     let mut screen_notes = Vec::new();
-    for (b, group) in files.chunks(batch).enumerate() {
-        let results: Vec<_> = group
+    let mut noted = crate::noted::NotedLines::default();
+    let read_batch = |group: &[(PathBuf, bool)]| -> Vec<_> {
+        group
             .par_iter()
             .map(|(path, _)| {
-                let (mut res, parts, note) = nccl_log::chunked::read_file_parts(path, opts, keep_ops, &make, &per_op);
-                if let Some(n) = note {
+                let (mut res, parts, chunk_note) = nccl_log::chunked::read_file_parts(path, opts, keep_ops, &make, &per_op);
+                if let Some(n) = chunk_note {
                     chunk_notes.lock().expect("notes").push(n);
                 }
                 if let (Ok((_, r)), false) = (&mut res, opts.samples) {
                     r.drop_samples();
                 }
-                (res, parts)
+                // Right after the reader, while the file is in the page cache (and, small, in the CPU's).
+                let lines = if note { crate::noted::noted_lines(path) } else { None };
+                (res, parts, lines)
             })
-            .collect();
-        for (k, (res, state)) in results.into_iter().enumerate() {
+            .collect()
+    };
+    let mut fold = |b: usize, results: Vec<_>| -> Result<(), IngestError> {
+        for (k, (res, state, lines)) in results.into_iter().enumerate() {
             let i = b * batch + k;
             let (path, explicit) = &files[i];
             states.push(state);
+            if let Some(lines) = lines {
+                noted.add(path, lines);
+            }
             let (t, r) = match res {
                 Ok(tr) => tr,
                 Err(e @ (IngestError::NotNcclLog { .. } | IngestError::Binary { .. })) if !explicit => {
@@ -503,13 +425,34 @@ where
                 }
             }
         }
+        Ok(())
+    };
+    // While one batch is folded (in file order) the next is read: the fold
+    // no longer leaves the other cores idle.
+    let mut groups = files.chunks(batch).enumerate();
+    let mut pending = groups.next().map(|(b, g)| (b, read_batch(g)));
+    while let Some((b, results)) = pending.take() {
+        let next = groups.next();
+        let mut read = None;
+        // The fold stays on this thread (the merged table grows in its malloc
+        // arena, not in the readers'); the next batch is read on rayon's.
+        let folded = rayon::in_place_scope(|s| {
+            if let Some((nb, g)) = next {
+                let (read, read_batch) = (&mut read, &read_batch);
+                s.spawn(move |_| *read = Some((nb, read_batch(g))));
+            }
+            fold(b, results)
+        });
+        folded?;
+        pending = read;
     }
     let mut chunk_notes = chunk_notes.into_inner().expect("notes");
     chunk_notes.sort();
     notes.extend(chunk_notes);
     if part_slot.is_empty() {
         let states = states.into_iter().flatten().map(|(st, _)| st).collect();
-        return Ok((Loaded { skipped_files, notes, remaps: Vec::new(), ..Loaded::empty() }, states));
+        let noted = note.then_some(noted);
+        return Ok((Loaded { skipped_files, notes, remaps: Vec::new(), noted, ..Loaded::empty() }, states));
     }
     let name = |k: usize| files[part_slot[k]].0.display().to_string();
     for (j, i, proc) in std::mem::take(&mut screener.shared) {
@@ -548,7 +491,8 @@ where
         .unzip();
     // What is left contradicts itself within one file (two runs in one stdout).
     notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
-    Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, ..Loaded::empty() }, states))
+    let noted = note.then_some(noted);
+    Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, noted, ..Loaded::empty() }, states))
 }
 
 impl Loaded {
@@ -564,6 +508,7 @@ impl Loaded {
             benchmarks: Vec::new(),
             remaps: Vec::new(),
             notes: Vec::new(),
+            noted: None,
         }
     }
 }

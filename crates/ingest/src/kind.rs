@@ -71,12 +71,15 @@ impl InputFormat {
     }
 }
 
+/// Bytes of a file's beginning that [`sniff`] judges it by.
+pub(crate) const SNIFF_BYTES: usize = 64 << 10;
+
 /// Looks at the first bytes (decompressed when gzip) of a file.
 pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
     use std::io::Read;
     let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
     let mut src = crate::lines::open_maybe_gz(path).map_err(io)?;
-    let mut head = vec![0u8; 64 << 10];
+    let mut head = vec![0u8; SNIFF_BYTES];
     let mut n = 0;
     while n < head.len() {
         match src.read(&mut head[n..]) {
@@ -87,12 +90,16 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
             Err(_) => break,
         }
     }
-    let head = &head[..n];
+    Ok(format_of(path, &head[..n]))
+}
+
+/// [`sniff`]'s verdict on the first [`SNIFF_BYTES`] (or fewer) of a file.
+fn format_of(path: &Path, head: &[u8]) -> InputFormat {
     if crate::plugin_out::is_plugin_output(head) {
-        return Ok(InputFormat::PluginOutput);
+        return InputFormat::PluginOutput;
     }
     if head.starts_with(b"SQLite format 3\0") {
-        return Ok(InputFormat::NsysSqlite);
+        return InputFormat::NsysSqlite;
     }
     let text = crate::bytes::trim_ascii(head);
     if text.starts_with(b"{")
@@ -100,19 +107,18 @@ pub fn sniff(path: &Path) -> Result<InputFormat, IngestError> {
             .iter()
             .any(|k| memchr::memmem::find(text, k).is_some())
     {
-        return Ok(InputFormat::Kineto);
+        return InputFormat::Kineto;
     }
     // JSON objects or an array of them: NVIDIA's plugin outputs.
     if text.starts_with(b"{") || text.starts_with(b"[") {
         match crate::json_util::sniff_format(path) {
-            Ok(Some(crate::json_util::PluginFormat::Inspector)) => return Ok(InputFormat::Inspector),
-            Ok(Some(crate::json_util::PluginFormat::ExamplePlugin)) => return Ok(InputFormat::ExamplePlugin),
+            Ok(Some(crate::json_util::PluginFormat::Inspector)) => return InputFormat::Inspector,
+            Ok(Some(crate::json_util::PluginFormat::ExamplePlugin)) => return InputFormat::ExamplePlugin,
             _ => {}
         }
     }
-    Ok(InputFormat::NcclLog)
+    InputFormat::NcclLog
 }
-
 
 /// What [`classify`] found a file to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,5 +162,48 @@ pub fn classify(path: &Path) -> Result<FileKind, IngestError> {
         return Ok(FileKind::TopoXml);
     }
     let b = crate::nccl_tests::sniff_file(path).map_err(io)?;
+    Ok(if b.tables { FileKind::Benchmark { nccl_lines: b.nccl_lines } } else { FileKind::Ops(InputFormat::NcclLog) })
+}
+
+/// [`classify`] of a file that is not gzip, from its first bytes `head`
+/// (all of it when `whole`) with `file` positioned right after them: what
+/// `classify` reads four times, read once. Reads further only where
+/// `classify` would: a JSON file's first objects, and the lines of an
+/// nccl-tests preamble (or of a line crossing [`SNIFF_BYTES`]) past `head`.
+pub(crate) fn classify_plain(path: &Path, head: &[u8], whole: bool, file: &mut std::fs::File) -> Result<FileKind, IngestError> {
+    let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let first = &head[..head.len().min(SNIFF_BYTES)];
+    let f = format_of(path, first);
+    if f != InputFormat::NcclLog {
+        return Ok(FileKind::Ops(f));
+    }
+    if let Some(a) = commlens_archive::unpack::plain_archive_kind(head) {
+        return Ok(FileKind::Archive(a));
+    }
+    if crate::topo_xml::looks_like_topo_xml(first) {
+        return Ok(FileKind::TopoXml);
+    }
+    // nccl-tests' sniffer on the whole lines of `head`, then on the rest of the file if it must.
+    let mut b = crate::nccl_tests::BenchSniffer::default();
+    let mut rest = head;
+    let mut done = false;
+    while let Some(i) = memchr::memchr(b'\n', rest) {
+        done = b.line(crate::lines::strip_cr(&rest[..i]));
+        rest = &rest[i + 1..];
+        if done {
+            break;
+        }
+    }
+    if !done {
+        if whole {
+            if !rest.is_empty() {
+                b.line(crate::lines::strip_cr(rest));
+            }
+        } else {
+            use std::io::Read;
+            b.read_rest(std::io::Cursor::new(rest).chain(file)).map_err(io)?;
+        }
+    }
+    let b = b.out;
     Ok(if b.tables { FileKind::Benchmark { nccl_lines: b.nccl_lines } } else { FileKind::Ops(InputFormat::NcclLog) })
 }

@@ -29,11 +29,13 @@ pub mod load_any;
 pub mod merge;
 pub mod nccl_log;
 pub mod nccl_tests;
+pub mod noted;
 pub mod nsys;
 pub mod plugin_out;
 pub mod plugin_follow;
 mod plugin_out_decode;
 mod plugin_out_table;
+mod same_content;
 pub mod topo_xml;
 
 pub use error::IngestError;

@@ -22,7 +22,7 @@
 //! its kind.
 
 use crate::error::IngestError;
-use crate::inputs::{conflict_notes, drop_same_content, expand_inputs, read_log_files, Loaded};
+use crate::inputs::{conflict_notes, expand_inputs, read_log_files, Loaded};
 use crate::kind::{classify, FileKind, InputFormat, Side};
 use crate::kineto::{KernelTrace, TraceOptions};
 use crate::merge::merge_tables;
@@ -37,8 +37,16 @@ const NAMED_SKIPS: usize = 20;
 
 /// Reads inputs of any supported kind into one table (see the module doc).
 pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestError> {
-    let (files, dup_notes) = drop_same_content(expand_inputs(paths)?);
-    let kinds: Vec<Result<FileKind, IngestError>> = files.par_iter().map(|(p, _)| classify(p)).collect();
+    load_any_noting(paths, opts, false)
+}
+
+/// [`load_any`]; with `note`, the hardware lines of every NCCL log read are
+/// kept too (`Loaded::noted`, [`crate::noted`]).
+pub fn load_any_noting(paths: &[PathBuf], opts: &ReadOptions, note: bool) -> Result<Loaded, IngestError> {
+    // One read of each file's first bytes gives its kind and the fingerprint copies are found by.
+    let listed = expand_inputs(paths)?;
+    let probes = listed.par_iter().map(|(p, _)| crate::same_content::probe(p)).collect();
+    let (files, kinds, dup_notes) = crate::same_content::drop_probed(listed, probes);
     let mut logs: Vec<(PathBuf, bool)> = Vec::new();
     let mut bench: Vec<(PathBuf, bool)> = Vec::new();
     let mut others: Vec<(PathBuf, InputFormat)> = Vec::new();
@@ -79,7 +87,7 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
     // One table per side that has files.
     let mut sides: Vec<(Side, Vec<PathBuf>, Loaded)> = Vec::new();
     if !logs.is_empty() {
-        let (l, _) = read_log_files(&logs, Vec::new(), opts, true, || (), |_: &mut (), _| {})?;
+        let (l, _) = read_log_files(&logs, Vec::new(), opts, true, note, || (), |_: &mut (), _| {})?;
         let read: Vec<PathBuf> = logs.iter().map(|f| f.0.clone()).filter(|p| !l.skipped_files.iter().any(|s| &s.0 == p)).collect();
         sides.push((Side::Log, read, l));
     }
@@ -102,9 +110,9 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
         .or_else(|| sides.iter().position(|s| !s.1.is_empty() && !s.2.table.processes.is_empty()));
     if let Some(i) = pick {
         let (_, _, l) = sides.swap_remove(i);
-        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, remaps, notes, .. } = l;
+        let Loaded { table, reports, traces, plugin_reports, nvidia_reports, remaps, notes, noted, .. } = l;
         loaded.notes.extend(notes);
-        loaded = Loaded { table, reports, traces, plugin_reports, nvidia_reports, remaps, ..loaded };
+        loaded = Loaded { table, reports, traces, plugin_reports, nvidia_reports, remaps, noted, ..loaded };
     }
     for (side, files, _) in sides.iter().filter(|s| !s.1.is_empty()) {
         loaded.notes.push(format!(

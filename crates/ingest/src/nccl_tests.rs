@@ -119,31 +119,55 @@ const SNIFF_PREAMBLE: u64 = 256 << 20;
 /// the first table header: at most 64 KiB unless the nccl-tests preamble was
 /// seen there, then as far as the preamble goes (see [`SNIFF_PREAMBLE`]).
 pub fn sniff_file(path: &Path) -> std::io::Result<BenchSniff> {
-    let mut lines = crate::lines::LineReader::new(crate::lines::open_maybe_gz(path)?, 1 << 20);
-    let mut out = BenchSniff::default();
-    let mut preamble = false;
-    let mut seen = 0u64;
-    let nccl = memmem::Finder::new(b" NCCL INFO ");
-    while let Some(raw) = lines.next_line()? {
-        seen += raw.len() as u64 + 1;
-        out.nccl_lines |= nccl.find(raw).is_some();
+    let mut s = BenchSniffer::default();
+    s.read_rest(crate::lines::open_maybe_gz(path)?)?;
+    Ok(s.out)
+}
+
+/// [`sniff_file`] line by line, so that a caller holding the first bytes of a
+/// file feeds their whole lines ([`BenchSniffer::line`]) and reads the rest
+/// of the file only when they do not decide ([`BenchSniffer::read_rest`]).
+#[derive(Debug, Default)]
+pub struct BenchSniffer {
+    /// What was seen so far (final once [`BenchSniffer::line`] says done).
+    pub out: BenchSniff,
+    preamble: bool,
+    seen: u64,
+}
+
+impl BenchSniffer {
+    /// Takes the next line (without `\n` and trailing `\r`, as the line
+    /// readers give it); true once the verdict is final.
+    pub fn line(&mut self, raw: &[u8]) -> bool {
+        self.seen += raw.len() as u64 + 1;
+        static NCCL: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b" NCCL INFO "));
+        self.out.nccl_lines |= NCCL.find(raw).is_some();
         let unmarked = strip_call_sites(raw);
         let l = strip_decoration(&unmarked);
         // Headers start with `#`, or with `size` where Markdown ate the `#`.
         if matches!(l.first(), Some(b'#' | b's')) && header_columns(l).is_some() {
-            out.tables = true;
-            return Ok(out);
+            self.out.tables = true;
+            return true;
         }
         if l.first() == Some(&b'#') {
             let n = l.iter().take_while(|&&b| b == b'#' || b.is_ascii_whitespace()).count();
             const PREAMBLE: [&[u8]; 4] = [b"nThread ", b"Using devices", b"Rank ", b"Collective test starting"];
-            preamble |= PREAMBLE.iter().any(|k| l[n..].starts_with(k));
+            self.preamble |= PREAMBLE.iter().any(|k| l[n..].starts_with(k));
         }
-        if seen > if preamble { SNIFF_PREAMBLE } else { SNIFF_HEAD } {
-            break;
-        }
+        self.seen > if self.preamble { SNIFF_PREAMBLE } else { SNIFF_HEAD }
     }
-    Ok(out)
+
+    /// Feeds the lines of `src` (the file from a line boundary on) until the
+    /// verdict is final or the input ends.
+    pub fn read_rest(&mut self, src: impl std::io::Read) -> std::io::Result<()> {
+        let mut lines = crate::lines::LineReader::new(src, 1 << 20);
+        while let Some(raw) = lines.next_line()? {
+            if self.line(raw) {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads every table of an nccl-tests output (plain or gzip).

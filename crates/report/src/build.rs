@@ -31,6 +31,20 @@ pub fn build(
     baselines: &[Baseline],
     title: Option<&str>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
+    build_noted(t, traces, inputs, model, baselines, title, None)
+}
+
+/// [`build`], with the hardware lines the loader noted (`Loaded::noted`):
+/// the cluster facts take them instead of reading the logs again.
+pub fn build_noted(
+    t: &OpTable,
+    traces: &[KernelTrace],
+    inputs: &[String],
+    model: Option<&Path>,
+    baselines: &[Baseline],
+    title: Option<&str>,
+    noted: Option<&commlens_ingest::noted::NotedLines>,
+) -> Result<Report, Box<dyn std::error::Error>> {
     let agg = Aggregate::from_table(t);
     let mut r = Report {
         title: title.map_or_else(|| "commlens communication report".to_string(), str::to_string),
@@ -60,7 +74,7 @@ pub fn build(
     // their paths; those that exist add their log lines to the cluster facts).
     let paths: Vec<PathBuf> = inputs.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
     let bw = commlens_analyze::bandwidth::analyze(t, &Default::default());
-    let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster(&paths, t), &bw);
+    let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster_noted(&paths, t, noted), &bw);
     r.expected = crate::expected::expected_section(t, &exp);
     r.tuning = crate::expected::tuning_section(t, &exp);
     let mut eff: Vec<f64> = exp.all().filter_map(|x| x.efficiency).collect();

@@ -24,6 +24,7 @@ use commlens_core::{Algorithm, CommIdx, OpKind, OpTable, Protocol};
 use commlens_ingest::inputs::{sniff, InputFormat};
 use commlens_ingest::lines::LineSource;
 use commlens_ingest::lines_mapped::FileLines;
+use commlens_ingest::noted::NotedLines;
 use commlens_ingest::topo_xml::{is_topo_xml, read_topo_xml};
 use commlens_model::from_run::{cluster_from_facts, facts_from_table, RunFacts};
 use commlens_model::predict::{Prediction, DEFAULT_VERSION};
@@ -213,11 +214,25 @@ fn predictor(cluster: &Cluster, t: &OpTable, comm: CommIdx, env: &NcclEnv) -> Op
 /// rest, with provenance. Inputs that cannot be read again (pipes) or are not
 /// text logs (traces, Parquet) add nothing beyond the table.
 pub fn run_cluster(inputs: &[PathBuf], t: &OpTable) -> Cluster {
+    run_cluster_noted(inputs, t, None)
+}
+
+/// [`run_cluster`], taking the lines of the logs the loader noted while it
+/// read them (`commlens_ingest::noted`) instead of reading those files again;
+/// files it did not note are read here as before. The facts are the same.
+pub fn run_cluster_noted(inputs: &[PathBuf], t: &OpTable, noted: Option<&NotedLines>) -> Cluster {
     let mut facts = RunFacts::default();
     for input in inputs {
         let Ok(files) = commlens_ingest::expand_inputs(std::slice::from_ref(input)) else { continue };
         for (p, _) in files {
             let label = label(&p);
+            // A noted file is a text log (no topology XML, no Parquet): the loader read it as one.
+            if let Some(lines) = noted.and_then(|n| n.of(&p)) {
+                for raw in lines {
+                    note_line(raw, &label, &mut facts);
+                }
+                continue;
+            }
             if is_topo_xml(&p).unwrap_or(false) {
                 if let (Ok(topo), Ok(body)) = (read_topo_xml(&p), std::fs::read_to_string(&p)) {
                     facts.note_topo_xml(&body, &label);
@@ -262,13 +277,16 @@ fn scan_lines(path: &Path, label: &str, facts: &mut RunFacts) {
     let Ok(mut lines) = FileLines::open(path, 1 << 20, true) else { return };
     let info = memchr::memmem::Finder::new(b"NCCL INFO ");
     while let Ok(Some(raw)) = lines.next_line() {
-        if !may_note(&info, raw) {
-            continue;
+        if may_note(&info, raw) {
+            note_line(raw, label, facts);
         }
-        match std::str::from_utf8(raw) {
-            Ok(s) => facts.note_log_line(s, label),
-            Err(_) => facts.note_log_line(&String::from_utf8_lossy(raw), label),
-        }
+    }
+}
+
+fn note_line(raw: &[u8], label: &str, facts: &mut RunFacts) {
+    match std::str::from_utf8(raw) {
+        Ok(s) => facts.note_log_line(s, label),
+        Err(_) => facts.note_log_line(&String::from_utf8_lossy(raw), label),
     }
 }
 

@@ -27,7 +27,9 @@ pub struct ReportArgs<'a> {
 pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let (mut baselines, baseline_files) = if a.baselines.is_empty() { (Vec::new(), Vec::new()) } else { baseline::load(a.baselines)? };
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
-    let mut loaded = crate::load::load_columns(a.inputs, &ReadOptions { progress, samples: false, ..ReadOptions::default() }, &crate::load::columns(crate::load::REPORT_COLUMNS))?;
+    // The loader keeps the logs' hardware lines for the cluster facts, so they are read once.
+    let opts = ReadOptions { progress, samples: false, ..ReadOptions::default() };
+    let mut loaded = crate::load::load_columns_noting(a.inputs, &opts, &crate::load::columns(crate::load::REPORT_COLUMNS), true)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -61,7 +63,7 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     // nccl-tests outputs among the inputs are the run's baselines too.
     baselines.extend(baseline::from_files(&loaded.benchmarks));
     let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
-    let report = build(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title)?;
+    let report = commlens_report::build::build_noted(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title, loaded.noted.as_ref())?;
     write_report(&report, a.out)?;
     println!(
         "wrote {} ({} operations, {} ranks); open it in any browser, it needs no network",
