@@ -202,3 +202,48 @@ fn lines_passed_over_are_those_the_loop_ignores() {
         assert!(!may_matter(l), "{}", String::from_utf8_lossy(l));
     }
 }
+
+#[test]
+fn one_pass_check_agrees_with_stripping_then_may_matter() {
+    use super::{may_matter, passed_over};
+    // `passed_over` may say `true` only where the full check says `false`; and
+    // it must say `true` of the plain NCCL debug lines (the point of it).
+    let lines: [&[u8]; 14] = [
+        b"mew0:64904:64904 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7 recvbuff 0x9 count 2 datatype 7",
+        b"stone:1:1 NCCL CALL ncclSend(0,7f1f,256,2,0,0,0x55f7,0x55f7)",
+        b"TimeTest(), common.cu:610,   64  4  float  sum  -1",
+        b"BenchTime(), common.cu:561,  477.8  0.00  0.00  0",
+        b"host:1:1 [0] NCCL INFO running all_reduce_perf",
+        b" 3: #  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong",
+        b"> # Rank  0 Group  0 Pid 1 on host device  0 [0x17] NVIDIA A100",
+        b"  12: 8 2 float sum -1 5.1 0.00 0.00 0 5.0 0.00 0.00 0",
+        b"",
+        b"#",
+        b"f(), not a site, x",
+        b"x(), a.cu:1, Avg bus bandwidth : 1.0",
+        "\u{3000}size count".as_bytes(),
+        b"# Out of bounds values : 0 OK",
+    ];
+    for l in lines {
+        let full = may_matter(strip_decoration(&strip_call_sites(l)));
+        assert!(!(passed_over(l) && full), "{}", String::from_utf8_lossy(l));
+    }
+    assert!(passed_over(lines[0]) && passed_over(lines[1]) && passed_over(b"") && passed_over(lines[13]));
+}
+
+#[test]
+fn marks_are_found_at_every_offset() {
+    use super::has_mark;
+    for mark in [&b"(), "[..], b"_perf"] {
+        for at in 0..40 {
+            let mut l = vec![b'x'; at];
+            l.extend_from_slice(mark);
+            l.extend(std::iter::repeat_n(b'y', 40 - at));
+            assert!(has_mark(&l), "{} at {at}", String::from_utf8_lossy(mark));
+            // Cut short by the end of the line: no mark.
+            assert!(!has_mark(&l[..at + mark.len() - 1]), "{} cut at {at}", String::from_utf8_lossy(mark));
+        }
+    }
+    assert!(!has_mark(b"ncclSend(0,7f1f,256) (nil) NCCL_PROTO _x (),x"));
+    assert!(!has_mark(b""));
+}
