@@ -91,84 +91,9 @@ pub struct BenchFile {
     pub malformed: Vec<(u64, String)>,
 }
 
-/// Whether `head` (the first few KiB of a file) holds an nccl-tests table header
-/// (also behind `srun -l` labels, Markdown quotes and call-site marks).
-pub fn looks_like_nccl_tests(head: &[u8]) -> bool {
-    head.split(|&b| b == b'\n').any(|l| header_columns(strip_decoration(&strip_call_sites(l))).is_some())
-}
-
-/// What [`sniff_file`] saw of a file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BenchSniff {
-    /// An nccl-tests table header was found.
-    pub tables: bool,
-    /// NCCL debug lines (` NCCL INFO `) came before it (or in the part read):
-    /// the file is also an NCCL log (nccl-tests run with `NCCL_DEBUG=INFO`).
-    pub nccl_lines: bool,
-}
-
-/// Bytes read before giving up on a file that shows no sign of nccl-tests.
-const SNIFF_HEAD: u64 = 64 << 10;
-/// Bytes read at most once the file has shown nccl-tests' preamble
-/// (`# nThread …`, `# Using devices`, `# Rank …`): the preamble grows with the
-/// job (one `Rank` line per rank, NCCL's init lines between), so the table
-/// header of a 2,048-rank job lies far beyond the first 64 KiB.
-const SNIFF_PREAMBLE: u64 = 256 << 20;
-
-/// Whether `path` (plain or gzip) holds nccl-tests results, reading lines until
-/// the first table header: at most 64 KiB unless the nccl-tests preamble was
-/// seen there, then as far as the preamble goes (see [`SNIFF_PREAMBLE`]).
-pub fn sniff_file(path: &Path) -> std::io::Result<BenchSniff> {
-    let mut s = BenchSniffer::default();
-    s.read_rest(crate::lines::open_maybe_gz(path)?)?;
-    Ok(s.out)
-}
-
-/// [`sniff_file`] line by line, so that a caller holding the first bytes of a
-/// file feeds their whole lines ([`BenchSniffer::line`]) and reads the rest
-/// of the file only when they do not decide ([`BenchSniffer::read_rest`]).
-#[derive(Debug, Default)]
-pub struct BenchSniffer {
-    /// What was seen so far (final once [`BenchSniffer::line`] says done).
-    pub out: BenchSniff,
-    preamble: bool,
-    seen: u64,
-}
-
-impl BenchSniffer {
-    /// Takes the next line (without `\n` and trailing `\r`, as the line
-    /// readers give it); true once the verdict is final.
-    pub fn line(&mut self, raw: &[u8]) -> bool {
-        self.seen += raw.len() as u64 + 1;
-        static NCCL: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b" NCCL INFO "));
-        self.out.nccl_lines |= NCCL.find(raw).is_some();
-        let unmarked = strip_call_sites(raw);
-        let l = strip_decoration(&unmarked);
-        // Headers start with `#`, or with `size` where Markdown ate the `#`.
-        if matches!(l.first(), Some(b'#' | b's')) && header_columns(l).is_some() {
-            self.out.tables = true;
-            return true;
-        }
-        if l.first() == Some(&b'#') {
-            let n = l.iter().take_while(|&&b| b == b'#' || b.is_ascii_whitespace()).count();
-            const PREAMBLE: [&[u8]; 4] = [b"nThread ", b"Using devices", b"Rank ", b"Collective test starting"];
-            self.preamble |= PREAMBLE.iter().any(|k| l[n..].starts_with(k));
-        }
-        self.seen > if self.preamble { SNIFF_PREAMBLE } else { SNIFF_HEAD }
-    }
-
-    /// Feeds the lines of `src` (the file from a line boundary on) until the
-    /// verdict is final or the input ends.
-    pub fn read_rest(&mut self, src: impl std::io::Read) -> std::io::Result<()> {
-        let mut lines = crate::lines::LineReader::new(src, 1 << 20);
-        while let Some(raw) = lines.next_line()? {
-            if self.line(raw) {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
+#[path = "nccl_tests_sniff.rs"]
+mod sniff;
+pub use sniff::{looks_like_nccl_tests, sniff_file, BenchSniff, BenchSniffer};
 
 /// Reads every table of an nccl-tests output (plain or gzip).
 pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
