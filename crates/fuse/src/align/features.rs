@@ -10,6 +10,7 @@
 //! | algorithm, protocol | `+tune` | `−tune_mismatch` | both known, not point-to-point |
 //! | bytes | `+bytes` | `−bytes_mismatch` | kernel side carries a size; agree within 1% (a p2p group's total against a SendRecv kernel) |
 //! | timing | `timing_bonus − |r|/σ` (floored at `timing_floor` = −6: a pair whose every other feature agrees must beat leaving both unmatched even when its lag is far off — on real Kineto traces the CPU-call-to-launch lag of large AllToAlls varies by milliseconds; at −12 the fused recall there was 0.6) | | a launch-time lag model exists; `r` = kernel launch − record time − predicted lag |
+//! | timing, earlier p2p group member | as above, a lag longer than predicted by up to the group's own enqueue span (≤ 1 ms) counted as on time | | the kernel is launched at the group's end |
 //! | timing (start only) | | `−(|r|/σ − 1)` when the kernel would start `σ` before the lower envelope | only GPU start times exist |
 //! | causality | | forbidden | a clock offset is configured and the kernel starts before the record (beyond a tolerance) |
 //! | consensus | `+consensus` | `−consensus` (× 0.4 beside a launch-time lag model) | [`super::align_run`] placed the record's call on a kernel of this rank (or a stand-in) by its peers' kernels |
@@ -190,6 +191,10 @@ pub struct Scorer<'a> {
     hint_weight: f32,
 }
 
+/// Longest time the records of one point-to-point group take to enqueue
+/// (torch's `batch_isend_irecv` spends tens of µs per call).
+pub const P2P_GROUP_SPAN_NS: i64 = 1_000_000;
+
 /// Share of the hint weight kept beside a launch-time lag model.
 const LAUNCHED_HINT_SHARE: f32 = 0.4;
 
@@ -335,6 +340,23 @@ impl<'a> Scorer<'a> {
     /// Evidence that record `i` and kernel `j` are the same operation; [`NEG`] if impossible.
     #[inline(always)]
     pub fn e1(&self, i: usize, j: usize) -> f32 {
+        self.e1_with(i, j, 0)
+    }
+
+    /// [`Self::e1`] of member `i` of a point-to-point group ending at record
+    /// `last`: the group's kernel is launched when the group ends, so an
+    /// earlier member's lag may exceed the model by the time the rest of the
+    /// group took to enqueue (up to [`P2P_GROUP_SPAN_NS`]; records further
+    /// apart are not one group and are timed as they are).
+    #[inline(always)]
+    pub fn e1_member(&self, i: usize, last: usize, j: usize) -> f32 {
+        let (a, b) = (self.ls[i].ts, self.ls[last].ts);
+        let allowance = if a != NO_TIME && b != NO_TIME && (0..=P2P_GROUP_SPAN_NS).contains(&(b - a)) { b - a } else { 0 };
+        self.e1_with(i, j, allowance)
+    }
+
+    #[inline(always)]
+    fn e1_with(&self, i: usize, j: usize, allowance: i64) -> f32 {
         let (l, k) = (&self.ls[i], &self.ks[j]);
         let w = &self.w;
         let mut s = if k.kind == GENERIC {
@@ -369,7 +391,7 @@ impl<'a> Scorer<'a> {
                 }
             }
             if let Some(lag) = &self.lag {
-                s += self.timing(lag, i, k, l.ts);
+                s += self.timing(lag, i, k, l.ts, allowance);
             }
         }
         s
@@ -402,13 +424,16 @@ impl<'a> Scorer<'a> {
 
     /// Timing evidence of record `i` (CPU time `ts`) against kernel `k`.
     #[inline]
-    fn timing(&self, lag: &LagModel, i: usize, k: &KernelSig, ts: i64) -> f32 {
+    fn timing(&self, lag: &LagModel, i: usize, k: &KernelSig, ts: i64, allowance: i64) -> f32 {
         let pred = lag.pred_ns[i];
         let t = if lag.from_launch { k.launch } else { k.start };
         if t == NO_TIME || !pred.is_finite() {
             return 0.0;
         }
-        let r = (((t - ts) as f64 - pred) * lag.inv_sigma) as f32;
+        // A lag longer than predicted by up to `allowance` is as expected.
+        let excess = (t - ts) as f64 - pred;
+        let excess = if excess > 0.0 { (excess - allowance as f64).max(0.0) } else { excess };
+        let r = (excess * lag.inv_sigma) as f32;
         if lag.one_sided {
             if r < -1.0 {
                 (r + 1.0).max(self.w.timing_floor)

@@ -186,7 +186,8 @@ pub fn running_median(
     Some((pred, sigma))
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// Median (reorders `v`); `v` must not be empty.
+pub fn median(v: &mut [f64]) -> f64 {
     let mid = v.len() / 2;
     let (_, m, _) = v.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
     *m

@@ -10,7 +10,12 @@
 //! 2. **rank clock**: clocks are per process, so one relation serves all
 //!    streams. With kernel launch times, every first-pass match votes for the
 //!    lags to the kernels within ±24 positions of its partner and the densest
-//!    bin is the offset (robust to first-pass stretches that are shifted); with
+//!    bin is the offset (robust to first-pass stretches that are shifted); when
+//!    records and launches both count from the Unix epoch (timestamped log,
+//!    trace with a base time) each kernel votes instead for the lags to the
+//!    compatible records just before its launch, so a first pass shifted by
+//!    whole iterations (a periodic job traced for a few of them) cannot
+//!    mislead it, and the spread is that of every kernel's best lag; with
 //!    GPU start times only, the lower envelope of the lags;
 //! 3. **timed passes** (`timing_passes`, default 1): the lag model of each
 //!    stream ([`super::lag`]) is fitted around the rank clock on the previous
@@ -25,7 +30,7 @@
 //! within 8 positions. A fully described, timed pair with no rival scores ≈ 1; a pair in
 //! a periodic run near drops that timing cannot resolve scores ≈ 0.2 or less.
 
-use super::features::{FeatureWeights, PassCounts, Priors, Scorer};
+use super::features::{FeatureWeights, PassCounts, Priors, Scorer, NEG};
 use super::lag;
 use super::streams::{self, StreamTask};
 use super::window_dp::{self, Group, WindowParams};
@@ -313,6 +318,15 @@ fn rank_clock(work: &[StreamWork], cfg: &AlignConfig) -> Option<RankClock> {
             .collect();
         return lag::envelope(&mut lags).map(RankClock::Start);
     }
+    // Both clocks absolute (a log timestamped in epoch time, a trace with its
+    // base time): the offset is near zero by construction, and each kernel
+    // votes for the lags to the compatible records just before its launch. A
+    // feature-only first pass cannot be trusted there: a periodic job traced
+    // for a few iterations aligns as well on any of them (a shift of whole
+    // iterations, seconds of lag, beyond the reach of the neighbourhood votes).
+    if let Some(off) = absolute_offset(&timed, cfg) {
+        return Some(RankClock::Launch(off));
+    }
     // Votes: each match proposes the lags to the kernels around its partner.
     let total: usize = timed.iter().map(|w| w.groups.len()).sum();
     let stride = (total / MAX_VOTING_GROUPS).max(1);
@@ -334,6 +348,69 @@ fn rank_clock(work: &[StreamWork], cfg: &AlignConfig) -> Option<RankClock> {
     }
     lag::launch_offset(&votes, cfg.min_lag_sigma_ns).map(RankClock::Launch)
 }
+
+/// Times from 2001-09-09 on (ns): a clock that counts from the Unix epoch.
+const EPOCH_MIN_NS: i64 = 1_000_000_000_000_000_000;
+/// On absolute clocks, how far before its launch a record is looked for
+/// (enqueue to launch: µs, up to a group's end) and after it (clock error of
+/// the hosts' synchronisation).
+const ABS_BEFORE_NS: i64 = 1_000_000_000;
+const ABS_AFTER_NS: i64 = 50_000_000;
+/// Compatible records voted for per kernel, nearest first, on each side.
+const ABS_CANDIDATES: usize = 16;
+/// Kernels voting (sampled evenly beyond).
+const ABS_MAX_KERNELS: usize = 4_096;
+
+/// The launch-clock offset voted on absolute clocks, when records and
+/// launches both count from the Unix epoch and a clear share of the kernels
+/// (a quarter) has a compatible record at the voted lag; `None` otherwise.
+fn absolute_offset(timed: &[&StreamWork], cfg: &AlignConfig) -> Option<(f64, f64)> {
+    let (mut votes, mut voters) = (Vec::new(), Vec::new());
+    let mut sampled = 0usize;
+    let total: usize = timed.iter().map(|w| w.scorer.n_kernels()).sum();
+    let stride = total.div_ceil(ABS_MAX_KERNELS).max(1);
+    for (w_ix, w) in timed.iter().enumerate() {
+        let s = &w.scorer;
+        let mut by_time: Vec<(i64, usize)> = (0..s.n_logs()).filter_map(|i| Some((s.log(i).cpu_ts_ns?, i))).collect();
+        if by_time.first().is_none_or(|t| t.0 < EPOCH_MIN_NS) {
+            continue;
+        }
+        by_time.sort_unstable();
+        for j in (0..s.n_kernels()).step_by(stride) {
+            let Some(t) = s.kernel(j).launch_ns.filter(|&t| t >= EPOCH_MIN_NS) else { continue };
+            sampled += 1;
+            let at = by_time.partition_point(|x| x.0 <= t);
+            let compatible = |&&(ts, i): &&(i64, usize)| s.e1(i, j) > NEG / 2.0 && ts >= t - ABS_BEFORE_NS && ts <= t + ABS_AFTER_NS;
+            let before = by_time[..at].iter().rev().filter(compatible).take(ABS_CANDIDATES);
+            let after = by_time[at..].iter().filter(compatible).take(ABS_CANDIDATES);
+            for &(ts, _) in before.chain(after) {
+                votes.push((t - ts) as f64);
+                voters.push((w_ix, j));
+            }
+        }
+    }
+    let (mode, _) = lag::launch_offset(&votes, cfg.min_lag_sigma_ns)?;
+    // Per kernel, its vote nearest the mode. The spread of those residuals is
+    // the lag's real spread (tens of µs where processes share CPUs), which the
+    // votes inside the mode's bin alone understate; kernels near the mode
+    // support it.
+    let mut best: std::collections::HashMap<(usize, usize), f64> = std::collections::HashMap::new();
+    for (v, k) in votes.iter().zip(&voters) {
+        let r = (v - mode).abs();
+        best.entry(*k).and_modify(|b| *b = b.min(r)).or_insert(r);
+    }
+    let mut res: Vec<f64> = best.into_values().collect();
+    let support = res.iter().filter(|&&r| r <= ABS_SUPPORT_NS).count();
+    if support * 4 < sampled {
+        return None;
+    }
+    res.retain(|&r| r <= ABS_SUPPORT_NS);
+    let spread = (1.4826 * lag::median(&mut res)).max(cfg.min_lag_sigma_ns);
+    Some((mode, spread))
+}
+
+/// Least distance from the voted lag at which a kernel's vote supports it.
+const ABS_SUPPORT_NS: f64 = 50_000.0;
 
 const LAG_MIN_POINTS: usize = 8;
 const MAX_VOTING_GROUPS: usize = 20_000;

@@ -332,7 +332,7 @@ fn fill(
                     let mut sum = e;
                     for t in 2..=p2p {
                         let first = gi + 1 - t;
-                        sum += s.e1(first, gj) + s.op_count_link(first + 1);
+                        sum += s.e1_member(first, gi, gj) + s.op_count_link(first + 1);
                         let c = x.h((i - t) * w + j - 1) + s.fuse(first, gi, gj, sum);
                         if c > best {
                             best = c;
