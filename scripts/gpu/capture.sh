@@ -19,7 +19,7 @@ if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; 
 fi
 plugin=$PWD/.devcarry/libcommlens_plugin.so
 test -f "$plugin" || { echo "no plugin at $plugin"; exit 1; }
-export MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 WORLD_SIZE=4 CAPTURE_DIR=$dir/kineto CAPTURE_EP_GROUP=${CAPTURE_EP_GROUP:-1}
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=29531 WORLD_SIZE=${CAPTURE_WORLD:-4} CAPTURE_DIR=$dir/kineto CAPTURE_EP_GROUP=${CAPTURE_EP_GROUP:-1}
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,P2P,NET,GRAPH,TUNING,ENV,PROFILE
 export NCCL_DEBUG_FILE=$dir/logs/nccl.%h.%p.log
 # Timestamps on every line (NCCL >= 2.26) let logs be fused with the Kineto
@@ -31,7 +31,7 @@ export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SHM_DISABLE=
 export NCCL_PROFILER_PLUGIN=$plugin COMMLENS_PLUGIN_DIR=$dir/plugin COMMLENS_PLUGIN_HANG_TIMEOUT_S=2
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 pids=()
-for r in 0 1 2 3; do
+for r in $(seq 0 $((WORLD_SIZE - 1))); do
   RANK=$r LOCAL_RANK=0 NCCL_HOSTID=capture-host$r timeout 300 python3 scripts/gpu/capture_job.py > "$dir/stdout.$r" 2>&1 &
   pids+=($!)
 done

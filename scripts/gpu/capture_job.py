@@ -3,7 +3,9 @@
 One process per rank (launched by scripts/gpu/capture.sh, which sets RANK,
 WORLD_SIZE, the NCCL debug/profiler variables and, when several ranks share one
 GPU, a distinct NCCL_HOSTID per rank). World 4 = TP 2 x DP 2: TP groups {0,1},
-{2,3}; DP groups {0,2}, {1,3}. Each iteration: two TP all-reduces, a sequence-
+{2,3}; DP groups {0,2}, {1,3}. World 8 adds PP 2 (Megatron's rank order):
+stage 0 sends two micro-batches' activations to stage 1 and gets two
+gradients back each iteration. Each iteration: two TP all-reduces, a sequence-
 parallel all-gather + reduce-scatter pair, a TP send/recv exchange, a world
 all-to-all (expert dispatch), a DP gradient all-reduce, plus matrix products as
 compute. Ground truth injected on purpose, and written to truth.json:
@@ -28,14 +30,29 @@ out = os.environ["CAPTURE_DIR"]
 torch.cuda.set_device(0)
 dev = torch.device("cuda", 0)
 dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
-tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
-dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+# Megatron's order: rank = pp_rank * (TP * DP) + dp_rank * TP + tp_rank, with
+# TP = DP = 2 and PP = WORLD_SIZE / 4 (1 or 2). Every rank creates every group,
+# in the same order (torch's new_group is collective).
+TP, DP = 2, 2
+PP = world // (TP * DP)
+assert PP in (1, 2) and world == TP * DP * PP, "WORLD_SIZE must be 4 or 8"
+tp_lists = [[p * 4 + d * 2, p * 4 + d * 2 + 1] for p in range(PP) for d in range(DP)]
+dp_lists = [[p * 4 + t, p * 4 + 2 + t] for p in range(PP) for t in range(TP)]
+pp_lists = [[d * 2 + t, 4 + d * 2 + t] for d in range(DP) for t in range(TP)] if PP == 2 else []
+tp_groups = [dist.new_group(g) for g in tp_lists]
+dp_groups = [dist.new_group(g) for g in dp_lists]
+pp_groups = [dist.new_group(g) for g in pp_lists]
 # CAPTURE_EP_GROUP=1: the all-to-all runs on a group of its own ("ep", all
 # ranks). Its self send/recv desynchronise NCCL 2.28's KernelCh accounting on
 # the communicator that runs it; on its own group the world keeps true timers.
 ep = dist.new_group(list(range(world))) if os.environ.get("CAPTURE_EP_GROUP") == "1" else None
-tp = tp_groups[rank // 2]
-dp = dp_groups[rank % 2]
+mine = lambda lists, groups: next(g for l, g in zip(lists, groups) if rank in l)
+tp = mine(tp_lists, tp_groups)
+dp = mine(dp_lists, dp_groups)
+pp_rank = rank // (TP * DP)
+if PP == 2:
+    ppg = mine(pp_lists, pp_groups)
+    pp_peer = next(r for l in pp_lists if rank in l for r in l if r != rank)
 tp_peer = rank ^ 1
 
 hidden, seq = 512, 512
@@ -62,6 +79,18 @@ def step(it):
     ops = [dist.P2POp(dist.isend, p2p_send, tp_peer), dist.P2POp(dist.irecv, p2p_recv, tp_peer)]
     for r in dist.batch_isend_irecv(ops):
         r.wait()
+    if PP == 2:
+        # Two micro-batches through two stages: activations forward, gradients back.
+        for _ in range(2):
+            if pp_rank == 0:
+                dist.send(p2p_send, pp_peer, group=ppg)
+            else:
+                dist.recv(p2p_recv, pp_peer, group=ppg)
+        for _ in range(2):
+            if pp_rank == 1:
+                dist.send(p2p_send, pp_peer, group=ppg)
+            else:
+                dist.recv(p2p_recv, pp_peer, group=ppg)
     dist.all_to_all_single(a2a_out, a2a_in, group=ep)  # expert dispatch (world, or ep)
     if rank == SLOW_RANK and it >= SLOW_FROM:
         torch.cuda.synchronize()
@@ -89,7 +118,7 @@ stall = torch.ones(1024, device=dev)
 dist.all_reduce(stall)  # the stalled collective: rank SLOW_RANK arrives STALL_S late
 torch.cuda.synchronize()
 if rank == 0:
-    truth = {"world": world, "tp_groups": [[0, 1], [2, 3]], "dp_groups": [[0, 2], [1, 3]], "iterations": ITERS,
+    truth = {"world": world, "tp_groups": tp_lists, "dp_groups": dp_lists, "pp_groups": pp_lists, "iterations": ITERS,
              "profiled_iterations": [PROF_FROM, PROF_TO], "slow_rank": SLOW_RANK, "slow_ms": SLOW_MS,
              "slow_from_iteration": SLOW_FROM, "stall_rank": SLOW_RANK, "stall_s": STALL_S,
              "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),

@@ -88,3 +88,37 @@ fn real_hang_dumps_name_the_rank_that_never_joined() {
     let running: Vec<u64> = first["members"].as_array().unwrap().iter().filter(|m| m["state"] == "Running").map(|m| m["comm_rank"].as_u64().unwrap()).collect();
     assert_eq!(running, vec![0, 1, 2]);
 }
+
+/// The 8-rank capture (TP 2 × PP 2 × DP 2 in Megatron's rank order, gzip
+/// logs): every group of `truth.json` is found with its members, and the
+/// classifier names it TP, DP or PP as the job built it (in the trace's
+/// `parallelism` argument).
+#[test]
+fn eight_rank_capture_groups_and_parallelisms_match_the_job() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts");
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let logs = dir.join("logs");
+    let out = std::env::temp_dir().join(format!("commlens-8rank-{}", std::process::id()));
+    let r = common::run_limited(common::commlens_cmd(&["trace", logs.to_str().unwrap(), "-o", out.to_str().unwrap()]), 120, "trace");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    // communicator name -> (parallelism, global ranks seen).
+    let mut comms: std::collections::BTreeMap<String, (String, std::collections::BTreeSet<u64>)> = Default::default();
+    for e in trace["traceEvents"].as_array().unwrap() {
+        let a = &e["args"];
+        if a["kind"].is_string() && e["name"] == a["kind"] {
+            let c = comms.entry(a["comm"].as_str().unwrap().to_string()).or_insert_with(|| (a["parallelism"].as_str().unwrap_or("?").to_string(), Default::default()));
+            c.1.insert(a["global_rank"].as_u64().unwrap());
+        }
+    }
+    for (key, want) in [("tp_groups", "TP"), ("dp_groups", "DP"), ("pp_groups", "PP")] {
+        let groups = groups(&truth, key);
+        assert_eq!(groups.len(), 4);
+        for g in groups {
+            let found: Vec<_> = comms.iter().filter(|(_, (_, ranks))| ranks.iter().copied().collect::<Vec<_>>() == g).collect();
+            assert_eq!(found.len(), 1, "{key} {g:?}: {comms:?}");
+            assert_eq!(found[0].1 .0, want, "{key} {g:?} classified as {}", found[0].1 .0);
+        }
+    }
+}
