@@ -24,10 +24,12 @@
 //!   work counter while the host's copy of it stays behind, so from then on NCCL
 //!   pairs each KernelCh with the timers and progress of an *earlier* work of the
 //!   channel: it starts and stops too early (a stalled collective looks done at
-//!   once). On such a handle, an operation that has ProxyOps is done only when its
-//!   kernel channels stopped *and* its last ProxyOp stopped (the proxy finishes a
-//!   network transfer only when the peer took part), and a KernelCh start no
-//!   longer retires earlier plans.
+//!   once). On such a handle a KernelCh start no longer retires earlier plans.
+//! * **ProxyOps**: on every handle, an operation that has ProxyOps is done only
+//!   when its kernel channels stopped *and* its last ProxyOp stopped (the proxy
+//!   finishes a network transfer only when the peer took part). Stale KernelCh
+//!   timers were also seen on a world communicator that ran no self p2p (the
+//!   8-rank real capture: a 6 s stall looked done in 4 µs on 4 of 8 ranks).
 //!
 //! `seq` is this handle's operation counter (0, 1, … over Coll, P2p and CeColl
 //! starts). NCCL's `seqNumber` counts per *function* (AllReduce and AllGather
@@ -126,7 +128,7 @@ pub struct Op {
     pub ch_stopped: u16,
     pub steps_total: u32,
     pub steps_posted: u32,
-    /// ProxyOps started and not yet stopped (counted on lagged handles only).
+    /// ProxyOps started and not yet stopped.
     pub proxy_open: u16,
 }
 
@@ -390,12 +392,13 @@ fn on_other(hook: &Hook, comm: u32, id: u64, parent: u64, t: u64) -> Option<u64>
                 s.proxy[at] = (id, parent);
             }
             s.proxy_next = (at + 1) % PROXY_RING;
-            // On a lagged handle the ProxyOp's stop is the completion evidence: remember it.
-            if s.lagged {
-                s.open[i].proxy_open = s.open[i].proxy_open.saturating_add(1);
-                return Some(parent);
-            }
-            None
+            // The ProxyOp's stop is completion evidence on every handle: NCCL's
+            // KernelCh timers can run ahead of the work they name (a self p2p
+            // does that, and so did something else on a world communicator of
+            // the 8-rank real capture), while the proxy finishes a network
+            // transfer only when the peer took part.
+            s.open[i].proxy_open = s.open[i].proxy_open.saturating_add(1);
+            Some(parent)
         }
         Hook::ProxyStep => {
             let &(_, op) = s.proxy.iter().find(|(p, _)| *p == parent)?;
@@ -417,7 +420,7 @@ pub fn on_kernel_ch_stop(comm: u32, op: u64, t: u64, gpu: u64) {
     s.complete_if_done(i, t);
 }
 
-/// The stop of a ProxyOp of operation `op` of a lagged handle `comm` (see [`on_start`]).
+/// The stop of a ProxyOp of operation `op` of handle `comm` (see [`on_start`]).
 pub fn on_proxy_op_stop(comm: u32, op: u64, t: u64) {
     let Some(tr) = track(comm) else { return };
     let mut s = lock(&tr.st);

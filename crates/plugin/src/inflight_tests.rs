@@ -158,11 +158,13 @@ fn self_p2p_is_done_at_once() {
 #[test]
 fn lagged_handle_waits_for_proxy_ops() {
     register(108, 0xB2, 0, 4, Some(0), b"", MASK | ev::PROXY_OP as u32);
-    // Before any self p2p: KernelCh alone completes, ProxyOps are not remembered.
+    // Before any self p2p too, an operation with ProxyOps waits for the last one's stop.
     on_start(&task(1, 1), 108, 10, 0, 1);
-    assert_eq!(on_start(&Hook::ProxyOp { n_steps: 1 }, 108, 11, 10, 2), None);
+    assert_eq!(on_start(&Hook::ProxyOp { n_steps: 1 }, 108, 11, 10, 2), Some(10));
     on_start(&Hook::KernelCh { p_timer: 0 }, 108, 12, 10, 3);
     on_kernel_ch_stop(108, 10, 4, 0);
+    assert_eq!(snap(108).open.len(), 1, "kernel channels stopped, the proxy not yet");
+    on_proxy_op_stop(108, 10, 4);
     assert!(snap(108).open.is_empty());
     // A self p2p: from now on NCCL's KernelCh events of this handle come early.
     on_start(&p2p(2, 0), 108, 20, 0, 5);
