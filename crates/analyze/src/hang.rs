@@ -75,6 +75,13 @@ pub struct HangReport {
     /// (blocked instance, on rank, blocked by instance)
     pub blocked: Vec<(Instance, String, Instance)>,
     pub ranks_dumped: usize,
+    /// Dumps left out because they were written before an operation that
+    /// another dump shows open on one of their communicators was enqueued:
+    /// they describe an earlier, finished wait, not this stall (a rank
+    /// written once by the timeout, then never stuck in NCCL again). Their
+    /// members count as without a dump. (who, seconds older than that enqueue)
+    #[serde(default)]
+    pub stale: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,8 +100,40 @@ pub const MAX_NO_DUMP_ROWS: u32 = 64;
 
 /// Analyzes dumps of all (or some) ranks. `still_running_below_ns`: a root
 /// whose members have all run it for less than this is `StillRunning`.
+/// Dumps older than the stall the others describe are set aside first
+/// ([`HangReport::stale`]).
 pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangReport {
-    let who = |d: &RankInflight| d.global_rank.map_or_else(|| format!("{}:{}", d.host, d.pid), |g| format!("r{g}"));
+    // Per communicator, the latest enqueue of an operation some dump shows open.
+    let mut open_since: BTreeMap<u64, i64> = BTreeMap::new();
+    for d in dumps {
+        for c in &d.comms {
+            if let Some(t) = c.current.iter().chain(&c.pending).filter_map(|o| o.enqueue_ns).max() {
+                let e = open_since.entry(c.comm_hash).or_insert(t);
+                *e = (*e).max(t);
+            }
+        }
+    }
+    let mut fresh = Vec::with_capacity(dumps.len());
+    let mut stale = Vec::new();
+    for d in dumps {
+        let newer = d.comms.iter().filter_map(|c| open_since.get(&c.comm_hash)).copied().max().filter(|&t| t > d.time_ns);
+        match newer {
+            Some(t) => stale.push((who(d), (t - d.time_ns) as f64 / 1e9)),
+            None => fresh.push(d),
+        }
+    }
+    let mut report = analyze_fresh(&fresh, still_running_below_ns);
+    report.ranks_dumped = dumps.len();
+    report.stale = stale;
+    report
+}
+
+fn who(d: &RankInflight) -> String {
+    d.global_rank.map_or_else(|| format!("{}:{}", d.host, d.pid), |g| format!("r{g}"))
+}
+
+/// [`analyze`] over dumps of one moment.
+fn analyze_fresh(dumps: &[&RankInflight], still_running_below_ns: i64) -> HangReport {
     // comm hash → member rank → (dump index, view).
     let mut comms: BTreeMap<u64, BTreeMap<u32, (usize, &CommInflight)>> = BTreeMap::new();
     for (i, d) in dumps.iter().enumerate() {
@@ -138,6 +177,7 @@ pub fn analyze(dumps: &[RankInflight], still_running_below_ns: i64) -> HangRepor
         other_roots,
         blocked: blocked.clone(),
         ranks_dumped: dumps.len(),
+        stale: Vec::new(),
     };
     if running.is_empty() {
         return report(Verdict::NotHung, None, Vec::new());
@@ -236,7 +276,7 @@ fn member_state(c: &CommInflight, seq: u64) -> (MemberState, Option<&InflightOp>
 
 /// A cycle in the "pending instance → running instance on the same rank"
 /// graph, found by walking from any running instance.
-fn find_cycle(dumps: &[RankInflight]) -> Vec<Instance> {
+fn find_cycle(dumps: &[&RankInflight]) -> Vec<Instance> {
     let mut next: BTreeMap<Instance, Instance> = BTreeMap::new();
     for d in dumps {
         let run: Vec<Instance> = d

@@ -174,3 +174,30 @@ fn many_communicators_are_linear() {
     assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
     assert_eq!(r.blocked.len(), 4 * n as usize);
 }
+
+#[test]
+fn a_dump_older_than_the_stall_is_left_out() {
+    // Ranks 0-2 stall in TP AllReduce seq 7, enqueued at 90 s, dumped at 100 s.
+    // Rank 3's only dump is from 80 s, an earlier wait (seq 4, long finished):
+    // it cannot say whether rank 3 entered seq 7, so it counts as no dump.
+    let mut dumps = Vec::new();
+    for r in 0..3 {
+        let mut o = op(7, "AllReduce", Some(91 * S), None);
+        o.enqueue_ns = Some(90 * S);
+        dumps.push(dump(r, vec![comm(TP, 4, r, 7, vec![o], vec![])]));
+    }
+    let mut old = op(4, "AllReduce", Some(77 * S), None);
+    old.enqueue_ns = Some(76 * S);
+    let mut d3 = dump(3, vec![comm(TP, 4, 3, 4, vec![old], vec![])]);
+    d3.time_ns = 80 * S;
+    dumps.push(d3);
+    let r = analyze(&dumps, S);
+    assert_eq!(r.stale, vec![("r3".to_string(), 10.0)]);
+    assert_eq!(r.ranks_dumped, 4);
+    assert_eq!(r.verdict, Verdict::RankDidNotJoin { ranks: vec!["comm rank 3 (no dump)".into()] });
+    assert_eq!(r.first_stalled.unwrap().instance, Instance { comm_hash: TP, seq: 7 });
+    // Written after the enqueue, the same dump counts (it saw seq 4 still running).
+    dumps[3].time_ns = 95 * S;
+    let r = analyze(&dumps, S);
+    assert!(r.stale.is_empty());
+}

@@ -122,3 +122,22 @@ fn eight_rank_capture_groups_and_parallelisms_match_the_job() {
         }
     }
 }
+
+/// The 8-rank job captured again with the fixed plugin (`dumps-fixed-plugin`):
+/// every rank but 3 dumped at the final stall; rank 3's only dump is from an
+/// earlier real wait (pipeline stage start-up), written before the stalled
+/// all-reduce was enqueued, so it is set aside and rank 3 is named.
+#[test]
+fn eight_rank_hang_dumps_name_rank_3_with_its_old_dump_set_aside() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts/dumps-fixed-plugin");
+    let r = common::run_limited(common::commlens_cmd(&["hang", "--format", "json", dir.to_str().unwrap()]), 60, "hang");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: serde_json::Value = serde_json::from_str(&r.out).expect("json");
+    assert_eq!(v["ranks_dumped"], 8);
+    assert_eq!(v["stale"].as_array().unwrap().iter().map(|s| s[0].as_str().unwrap()).collect::<Vec<_>>(), ["r3"], "{}", v["stale"]);
+    assert_eq!(v["verdict"]["RankDidNotJoin"]["ranks"], serde_json::json!(["comm rank 3 (no dump)"]), "{}", v["verdict"]);
+    let first = &v["first_stalled"];
+    assert_eq!((first["op"].as_str(), first["bytes"].as_u64(), first["nranks"].as_u64()), (Some("AllReduce"), Some(4096), Some(8)), "{first}");
+    let r = common::run_limited(common::commlens_cmd(&["hang", dir.to_str().unwrap()]), 60, "hang");
+    assert!(r.out.contains("note: r3's dump is"), "{}", r.out);
+}

@@ -22,6 +22,9 @@ pub fn run(inputs: &[PathBuf], format: Format, still_running_ms: u64) -> CmdResu
         return Ok(());
     }
     println!("read {} rank dump{}", dumps.len(), if dumps.len() == 1 { "" } else { "s" });
+    for (who, older_s) in &report.stale {
+        println!("note: {who}'s dump is {older_s:.1} s older than an operation the others show open: left out (an earlier wait, not this stall)");
+    }
     let verdict = match &report.verdict {
         Verdict::NotHung => "not hung: nothing is running or pending in these dumps".to_string(),
         Verdict::RankDidNotJoin { ranks } => format!("rank did not join: {} never entered it", ranks.join(", ")),
