@@ -98,12 +98,18 @@ fn replay(t: &PluginTrace, base: u32) -> Vec<(i32, String, u64, u64)> {
     overdue
 }
 
-#[test]
-fn only_the_real_stall_is_ever_overdue() {
-    let mut files: Vec<_> = std::fs::read_dir(CAPTURE).unwrap().map(|e| e.unwrap().path()).collect();
+/// The capture's `.clp` files, one per rank, in name order.
+fn clp_files(dir: &str, ranks: usize) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.retain(|p| p.extension().is_some_and(|x| x == "clp"));
     files.sort();
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), ranks, "{dir}");
+    files
+}
+
+#[test]
+fn only_the_real_stall_is_ever_overdue() {
+    let files = clp_files(CAPTURE, 4);
     let mut stalled = Vec::new();
     for (i, p) in files.iter().enumerate() {
         let t = read_trace(Path::new(p)).unwrap();
@@ -129,10 +135,7 @@ fn only_the_real_stall_is_ever_overdue() {
 /// overdue too, and rightly so.)
 #[test]
 fn the_final_stall_is_overdue_on_every_rank_that_waited() {
-    let mut files: Vec<_> = std::fs::read_dir(CAPTURE_8).unwrap().map(|e| e.unwrap().path()).collect();
-    files.retain(|p| p.extension().is_some_and(|x| x == "clp"));
-    files.sort();
-    assert_eq!(files.len(), 8);
+    let files = clp_files(CAPTURE_8, 8);
     let mut waited = Vec::new();
     for (i, p) in files.iter().enumerate() {
         let t = read_trace(Path::new(p)).unwrap();

@@ -344,31 +344,24 @@ fn single_prefix_at_start(line: &[u8], hosts: &mut KnownHosts) -> Option<Segment
         }
     }
     let c = prefix_forward(line, start)?;
-    if start == 0 {
-        if let Some((ns, 0, host_start)) = glued_timestamp(line, c.host_start, c.host_end) {
-            let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
-            if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some())
-                || hosts.resolve(&line[host_start..c.host_end], c.pid) != 0
-            {
-                return None;
-            }
-            return Some(Segment { host: host_start..c.host_end, pid: c.pid, tid: c.tid, dev, level, ts_ns: Some(ns), msg: msg_start..line.len(), cut: false });
-        }
-    }
     let (dev, level, msg_start) = parse_after_tid(line, c.after, line.len())?;
     // The `NCCL` found must not belong to a second prefix (`a:1:1 b:2:2 NCCL CALL`).
     if memchr::memchr_iter(b':', &line[c.after..msg_start]).any(|i| candidate_at(line, c.after + i).is_some()) {
         return None;
     }
-    if hosts.resolve(&line[c.host_start..c.host_end], c.pid) != 0 {
-        return None;
-    }
-    let (ts_ns, seg_start) = timestamp_before(line, c.host_start);
-    if seg_start != 0 {
+    // The host, past a timestamp glued to it; else a timestamp before it.
+    let (host_start, ts_ns, seg_start) = match glued_timestamp(line, c.host_start, c.host_end).filter(|_| start == 0) {
+        Some((ns, ts_start, host)) => (host, Some(ns), ts_start),
+        None => {
+            let (ts_ns, seg_start) = timestamp_before(line, c.host_start);
+            (c.host_start, ts_ns, seg_start)
+        }
+    };
+    if hosts.resolve(&line[host_start..c.host_end], c.pid) != 0 || seg_start != 0 {
         return None;
     }
     Some(Segment {
-        host: c.host_start..c.host_end,
+        host: host_start..c.host_end,
         pid: c.pid,
         tid: c.tid,
         dev,
