@@ -141,3 +141,14 @@ fn eight_rank_hang_dumps_name_rank_3_with_its_old_dump_set_aside() {
     let r = common::run_limited(common::commlens_cmd(&["hang", dir.to_str().unwrap()]), 60, "hang");
     assert!(r.out.contains("note: r3's dump is"), "{}", r.out);
 }
+
+/// README: with NCCL 2.28 the GPU spans after a send/recv to the own rank are
+/// dropped, counted, with a warning (`stats` on the plugin's files).
+#[test]
+fn stats_warns_about_spans_dropped_after_a_self_send_recv() {
+    let plugin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2dp2-ep-ts/plugin");
+    let r = common::run_limited(common::commlens_cmd(&["stats", plugin.to_str().unwrap()]), 60, "stats");
+    assert_eq!(r.code, 0, "{}", r.err);
+    let warned = r.err.lines().filter(|l| l.contains("keep no GPU span")).count();
+    assert_eq!(warned, 4, "one warning per rank's file: {}", r.err);
+}
