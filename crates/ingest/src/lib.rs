@@ -16,6 +16,7 @@
 pub mod bytes;
 pub mod error;
 pub mod example_plugin;
+pub mod gpu_clock;
 pub mod hang_dump;
 pub mod inputs;
 pub mod inspector;

@@ -178,8 +178,9 @@ pub struct PluginReport {
     pub ops_with_gpu: u64,
     pub ops_without_comm: u64,
     pub unknown_funcs: u64,
-    /// Operations whose KernelCh timers NCCL took from an earlier work (a self p2p before
-    /// them on their communicator, see `plugin_out_table`): left without a GPU span.
+    /// Operations whose KernelCh timers NCCL took from an earlier work (after a self p2p
+    /// on their communicator, or after an operation whose receive ProxyOps outlived its
+    /// kernel; see `plugin_out_table`): left without a GPU span.
     pub ops_gpu_desync: u64,
 }
 

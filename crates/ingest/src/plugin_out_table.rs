@@ -8,10 +8,15 @@
 //! operations' own: NCCL (2.28) counts the self copy in the kernel's per-channel
 //! work counter but not in the host's, so every later KernelCh carries the timers
 //! of an earlier work of the channel (spans before the CPU enqueue, a 6 s stall
-//! shown as 5 µs). Those operations keep no GPU span ([`lagged_from`];
-//! counted in `PluginReport::ops_gpu_desync`).
+//! shown as 5 µs). The same happens without a self p2p (8 ranks, NCCL 2.28.9):
+//! the giveaway is then a receive ProxyOp that stops long after the kernel
+//! said it was done. From the first such operation on, the handle's
+//! operations keep no GPU span ([`lagged_from`]; counted in
+//! `PluginReport::ops_gpu_desync`). GPU timers are mapped onto the CPU clock
+//! with drift allowed for ([`crate::gpu_clock`]).
 //! Re-exported as `plugin_out::trace_to_table`.
 
+use crate::gpu_clock::ClockMap;
 use crate::plugin_out::{Fields, PluginTrace, FLAG_PARENT_FOREIGN};
 use commlens_core::model::{CommIdx, DevIdx, GpuSpan, ProcIdx};
 use commlens_core::{Algorithm, CollOp, CommMember, DataType, Device, OpKind, OpTable, Process, Protocol};
@@ -21,36 +26,70 @@ const T_COLL: u8 = 1;
 const T_P2P: u8 = 2;
 const T_CE_COLL: u8 = 12;
 
-/// Per device: min over KernelCh observations of (CPU time seen − GPU timer), the
-/// offset that maps the GPU globaltimer onto `CLOCK_MONOTONIC` (the proxy sees a
-/// timer value only after the GPU wrote it, so the smallest difference is the tightest).
-fn gpu_offsets(t: &PluginTrace, dev_of_comm: &[usize], n_dev: usize) -> Vec<Option<i64>> {
-    let mut off: Vec<Option<i64>> = vec![None; n_dev];
+/// Per device: the GPU → CPU clock map from every KernelCh observation (the CPU
+/// time the proxy saw a timer, and the timer), drift allowed for (see [`crate::gpu_clock`]).
+fn gpu_clocks(t: &PluginTrace, dev_of_comm: &[usize], n_dev: usize) -> Vec<ClockMap> {
+    let mut obs: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n_dev];
     for e in &t.events {
         let Fields::KernelCh { ptimer, .. } = e.fields else { continue };
         let Some(&d) = e.comm.checked_sub(1).and_then(|i| dev_of_comm.get(i as usize)) else { continue };
-        let mut see = |cpu: u64, gpu: u64| {
-            if gpu != 0 {
-                let v = (cpu as i64).wrapping_sub(gpu as i64);
-                off[d] = Some(off[d].map_or(v, |o| o.min(v)));
-            }
-        };
-        see(e.start_ns, ptimer);
+        obs[d].push((e.start_ns, ptimer));
         if let (Some(g), Some(seen)) = (e.gpu_stop, e.gpu_stop_seen_ns) {
-            see(seen, g);
+            obs[d].push((seen, g));
         }
     }
-    off
+    obs.into_iter().map(ClockMap::from_observations).collect()
 }
 
-/// Per communicator index: the record number of its first self p2p START (see the module doc).
+/// How much later than its KernelCh stop an operation's receive ProxyOp may
+/// stop before the kernel timers are taken for another work's. Both times are
+/// the proxy thread's, so its own delays cancel; on our captures the largest
+/// honest gap is 20 ms and the contradicting ones are 6 s.
+pub(crate) const PROXY_AFTER_KERNEL_NS: u64 = 100_000_000;
+
+/// Per communicator index: the record number from which its KernelCh timers
+/// are not the operations' own (see the module doc): its first self p2p
+/// START, or its first operation whose receive ProxyOps stopped more than
+/// [`PROXY_AFTER_KERNEL_NS`] after its KernelCh said the kernel had finished
+/// (NCCL 2.28.9 on 8 ranks: a 4 KiB all-reduce stalled 6 s on a late rank
+/// shows a 4 µs kernel on four of the waiting ranks, while their receive
+/// ProxyOps stop 6 s later).
 pub(crate) fn lagged_from(t: &PluginTrace) -> HashMap<u32, u64> {
-    let mut from = HashMap::new();
+    let mut from: HashMap<u32, u64> = HashMap::new();
+    let mut first = |comm: u32, record: u64| {
+        let r = from.entry(comm).or_insert(record);
+        *r = (*r).min(record);
+    };
+    // Per operation id: (last KernelCh stop seen, last receive ProxyOp stop).
+    let mut seen: HashMap<u64, (u64, u64)> = HashMap::new();
     for e in &t.events {
-        if let (T_P2P, Fields::P2p { peer, .. }) = (e.ty, &e.fields) {
-            if t.comm(e.comm).is_some_and(|c| c.rank == *peer) {
-                from.entry(e.comm).or_insert(e.record);
+        match (&e.fields, e.flags & FLAG_PARENT_FOREIGN == 0) {
+            (Fields::KernelCh { .. }, true) => {
+                if let Some(s) = e.gpu_stop_seen_ns {
+                    let v = seen.entry(e.parent).or_default();
+                    v.0 = v.0.max(s);
+                }
             }
+            (Fields::ProxyOp { is_send: false, .. }, true) => {
+                if let Some(s) = e.stop_ns {
+                    let v = seen.entry(e.parent).or_default();
+                    v.1 = v.1.max(s);
+                }
+            }
+            _ => {}
+        }
+    }
+    for e in &t.events {
+        match (e.ty, &e.fields) {
+            (T_P2P, Fields::P2p { peer, .. }) if t.comm(e.comm).is_some_and(|c| c.rank == *peer) => first(e.comm, e.record),
+            (T_COLL | T_P2P, _) => {
+                if let Some(&(kernel, proxy)) = seen.get(&e.id) {
+                    if kernel != 0 && proxy > kernel.saturating_add(PROXY_AFTER_KERNEL_NS) {
+                        first(e.comm, e.record);
+                    }
+                }
+            }
+            _ => {}
         }
     }
     from
@@ -100,7 +139,7 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
         table.comms.push(m);
     }
     table.per_rank = vec![Vec::new(); table.devices.len()];
-    let offsets = gpu_offsets(t, &dev_of_comm, table.devices.len());
+    let clocks = gpu_clocks(t, &dev_of_comm, table.devices.len());
     let mut kernels: HashMap<u64, (u64, u64)> = HashMap::new();
     for e in &t.events {
         if let (Fields::KernelCh { ptimer, .. }, false) = (&e.fields, e.flags & FLAG_PARENT_FOREIGN != 0) {
@@ -185,8 +224,8 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
         if !own_timers && kernels.contains_key(&e.id) {
             desync += 1;
         }
-        if let (Some(&(g0, g1)), Some(o), true) = (kernels.get(&e.id), offsets[d], own_timers) {
-            if g0 != u64::MAX && g1 >= g0 {
+        if let (Some(&(g0, g1)), true) = (kernels.get(&e.id), own_timers) {
+            if let (true, Some(o)) = (g0 != u64::MAX && g1 >= g0, clocks[d].offset_for(g0)) {
                 let to_epoch = |g: u64| t.epoch_ns((g as i64).wrapping_add(o) as u64);
                 op.gpu = Some(GpuSpan { start_ns: to_epoch(g0), end_ns: to_epoch(g1) });
                 with_gpu += 1;

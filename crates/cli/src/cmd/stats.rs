@@ -68,7 +68,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
             );
             if r.ops_gpu_desync > 0 {
                 eprintln!(
-                    "warning: {}: {} ops after a send/recv to the own rank keep no GPU span (NCCL gave them the kernel timers of earlier work)",
+                    "warning: {}: {} ops keep no GPU span: NCCL gave them the kernel timers of earlier work (after a send/recv to the own rank, or a kernel that ended long before its receives)",
                     r.path, r.ops_gpu_desync
                 );
             }

@@ -15,6 +15,8 @@
 //! and so is a p2p to the handle's own rank (NCCL gives it no KernelCh); the
 //! operations after such a self p2p keep no GPU span, as in `trace_to_table`
 //! (their KernelCh timers belong to earlier works, see `plugin_out_table`).
+//! The whole-file reader's second sign of such a desync, receive ProxyOps that
+//! stop long after the kernel did, is not applied here: ProxyOps are not read.
 //!
 //! Records of one thread arrive in order, but another thread's chunk may hold a
 //! KernelCh before its parent's START, or a KernelChStop before its KernelCh.
@@ -23,6 +25,7 @@
 //! counter`) has started a later counter, and then they are dropped.
 
 use super::{FinishedOp, FollowCounts, InFlightOp};
+use crate::gpu_clock::ClockTrack;
 use crate::plugin_out::{PluginComm, FLAG_CTX_FOREIGN, FLAG_CTX_NULL, FLAG_PARENT_FOREIGN};
 use commlens_core::model::{CommIdx, DevIdx, GpuSpan, ProcIdx};
 use commlens_core::{Algorithm, CollOp, DataType, OpKind, Protocol};
@@ -142,8 +145,8 @@ pub(super) struct State {
     handles: HashMap<u32, Handle>,
     /// KernelCh id → (operation id or 0, communicator index).
     kch: HashMap<u64, (u64, u32)>,
-    /// Device key → min(CPU time − GPU timer), as `plugin_out_table::gpu_offsets`.
-    offsets: HashMap<i64, i64>,
+    /// Device key → GPU clock, drift allowed for ([`crate::gpu_clock`]).
+    clocks: HashMap<i64, ClockTrack>,
     parked: HashMap<u64, Vec<Parked>>,
     /// Highest counter started per id thread (`id >> 40`).
     max_started: HashMap<u64, u64>,
@@ -192,9 +195,7 @@ impl State {
             return;
         }
         if let Some(k) = self.dev_key(comm) {
-            let v = (cpu as i64).wrapping_sub(gpu as i64);
-            let o = self.offsets.entry(k).or_insert(v);
-            *o = (*o).min(v);
+            self.clocks.entry(k).and_modify(|c| c.see(cpu, gpu)).or_insert_with(|| ClockTrack::new(cpu, gpu));
         }
     }
 
@@ -583,11 +584,9 @@ impl State {
             }
         }
         op.channels = (o.n_channels > 0 && o.ty != T_CE_COLL).then(|| (0, o.n_channels as u16 - 1));
-        let offset = self
-            .dev_key(o.comm)
-            .and_then(|k| self.offsets.get(&k).copied());
-        if let (true, Some(off)) = (o.gpu_min != u64::MAX && o.gpu_max >= o.gpu_min && !o.lagged, offset) {
-            let to_epoch = |g: u64| self.epoch((g as i64).wrapping_add(off) as u64);
+        let clock = self.dev_key(o.comm).and_then(|k| self.clocks.get(&k));
+        if let (true, Some(clock)) = (o.gpu_min != u64::MAX && o.gpu_max >= o.gpu_min && !o.lagged, clock) {
+            let to_epoch = |g: u64| self.epoch(clock.to_cpu(g));
             op.gpu = Some(GpuSpan {
                 start_ns: to_epoch(o.gpu_min),
                 end_ns: to_epoch(o.gpu_max),
