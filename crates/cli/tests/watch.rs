@@ -411,8 +411,10 @@ fn files_appearing_mid_run_are_followed() {
         (Some(late as u64), Some(1.0)),
         "{last}"
     );
+    // Within 1 µs: the GPU clock estimate allows for 100 ppm of drift, so even this
+    // file's drift-free clock is recovered only to D times the gap between tight observations.
     let late_ns = slow["mean_lateness_ns"].as_f64().unwrap();
-    assert!((late_ns - 2_000_000.0).abs() < 1.0, "{late_ns}");
+    assert!((late_ns - 2_000_000.0).abs() < 1_000.0, "{late_ns}");
     // busbw of the others' ops include their wait; nccl-tests factor 2·3/4 over 64 MiB.
     let k = &last["comms"][0]["kinds"][0];
     let slowest_possible = (64u64 << 20) as f64 / 2_611_000.0 * 1.5;

@@ -13,11 +13,12 @@
 //! and line 1 or the byte offset; the header line is parsed by `decode` itself.
 //! A file without END, or ending inside a chunk, is a live file, not an error.
 
+mod records;
 mod state;
 #[cfg(test)]
 mod tests;
 
-pub use state::MAX_OPEN;
+pub use records::MAX_OPEN;
 
 use crate::error::IngestError;
 use crate::plugin_out::{decode, trace_to_table, PluginHeader, PluginTrace};
@@ -40,7 +41,7 @@ const CHUNK_HEADER: usize = 16;
 #[derive(Debug, Clone)]
 pub struct FinishedOp {
     pub op: CollOp,
-    /// When its last kernel channel stopped (or it was retired), epoch ns.
+    /// When its last kernel channel and its last ProxyOp stopped (or it was retired), epoch ns.
     pub done_ns: i64,
     /// Position among the handle's collectives (0, 1, …), the same on every
     /// member because NCCL requires one collective order; `None` for p2p.

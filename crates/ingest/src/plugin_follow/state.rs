@@ -15,8 +15,9 @@
 //! and so is a p2p to the handle's own rank (NCCL gives it no KernelCh); the
 //! operations after such a self p2p keep no GPU span, as in `trace_to_table`
 //! (their KernelCh timers belong to earlier works, see `plugin_out_table`).
-//! The whole-file reader's second sign of such a desync, receive ProxyOps that
-//! stop long after the kernel did, is not applied here: ProxyOps are not read.
+//! An operation with ProxyOps is done only when they stopped too, and receive
+//! ProxyOps that stop long after the kernel did mark the handle's timers as
+//! another work's, as in `trace_to_table`.
 //!
 //! Records of one thread arrive in order, but another thread's chunk may hold a
 //! KernelCh before its parent's START, or a KernelChStop before its KernelCh.
@@ -27,46 +28,12 @@
 use super::{FinishedOp, FollowCounts, InFlightOp};
 use crate::gpu_clock::ClockTrack;
 use crate::plugin_out::{PluginComm, FLAG_CTX_FOREIGN, FLAG_CTX_NULL, FLAG_PARENT_FOREIGN};
+use crate::plugin_out_table::PROXY_AFTER_KERNEL_NS;
 use commlens_core::model::{CommIdx, DevIdx, GpuSpan, ProcIdx};
 use commlens_core::{Algorithm, CollOp, DataType, OpKind, Protocol};
 use std::collections::{HashMap, VecDeque};
 
-const KERNEL_CH_STOP: i32 = 22;
-const T_COLL: u8 = 1;
-const T_P2P: u8 = 2;
-const T_KERNEL_CH: u8 = 6;
-const T_COLL_API: u8 = 9;
-const T_P2P_API: u8 = 10;
-const T_CE_COLL: u8 = 12;
-/// `ncclProfileKernelCh` in a communicator's event mask.
-const KERNEL_CH_BIT: u32 = 1 << 6;
-/// START fields before the payload: id, parent, comm, rank, flags, t.
-const START_COMMON: usize = 33;
-/// Payload bytes of each START type (FORMAT.md), the length `decode` requires.
-const START_PAYLOAD: [usize; 16] = [0, 75, 45, 21, 4, 0, 9, 38, 5, 37, 33, 8, 77, 5, 13, 14];
-/// Fields after the header of the other record kinds (index = kind).
-const RECORD_BODY: [usize; 10] = [0, 4, 8, 52, 12, 0, 16, 28, 12, 24];
-/// Bounds on state kept for records that may never be matched.
-const MAX_PARKED: usize = 1 << 16;
-const MAX_API: usize = 1 << 14;
-/// Open operations kept per handle (as the plugin's tracker); older ones are
-/// finished without a kernel span and counted.
-pub const MAX_OPEN: usize = 1024;
-
-/// Little-endian cursor over one record's fields.
-struct Cur<'a>(&'a [u8]);
-macro_rules! getters {
-    ($($name:ident: $t:ty),*) => {$(
-        fn $name(&mut self) -> $t {
-            let (a, rest) = self.0.split_first_chunk().expect("record length checked before reading");
-            self.0 = rest;
-            <$t>::from_le_bytes(*a)
-        }
-    )*};
-}
-impl Cur<'_> {
-    getters!(u8: u8, u32: u32, i32: i32, u64: u64, i64: i64);
-}
+use super::records::*;
 
 #[derive(Clone, Copy)]
 struct ApiInfo {
@@ -104,6 +71,12 @@ struct OpenOp {
     gpu_max: u64,
     /// Started after a self p2p of its handle: its KernelCh timers are another work's.
     lagged: bool,
+    /// ProxyOps started and not stopped; every kernel channel stopped.
+    proxy_open: u16,
+    kernels_done: bool,
+    /// When the proxy saw the last KernelChStop, and the last receive ProxyOp stop.
+    kch_seen: u64,
+    recv_stop: u64,
 }
 
 /// An effect waiting for the START of the id it is filed under.
@@ -114,6 +87,10 @@ enum Parked {
     KchStop(u64, u64),
     /// A state of this KernelCh: CPU time, state, argument.
     State(u64, i32, Option<u64>),
+    /// A ProxyOp START of this operation: the ProxyOp's id, is it a send.
+    ProxyStart(u64, bool),
+    /// The STOP of this ProxyOp: CPU time.
+    ProxyStop(u64),
 }
 
 #[derive(Default)]
@@ -145,6 +122,8 @@ pub(super) struct State {
     handles: HashMap<u32, Handle>,
     /// KernelCh id → (operation id or 0, communicator index).
     kch: HashMap<u64, (u64, u32)>,
+    /// Open ProxyOp id → (operation id, is a send).
+    proxies: HashMap<u64, (u64, bool)>,
     /// Device key → GPU clock, drift allowed for ([`crate::gpu_clock`]).
     clocks: HashMap<i64, ClockTrack>,
     parked: HashMap<u64, Vec<Parked>>,
@@ -265,7 +244,12 @@ impl State {
                 }
             }
             5 => self.start(thread, sub, c),
-            6 => {} // STOP: enqueue done; completion comes from the kernel channels.
+            // STOP: for an operation, enqueue done (completion comes from its kernel
+            // channels); for a ProxyOp, the proxy finished it.
+            6 => {
+                let (id, t) = (c.u64(), c.u64());
+                self.proxy_stop(id, t);
+            }
             7 => {
                 let (id, t, state, arg) = (c.u64(), c.u64(), c.i32(), c.u64());
                 self.saw(t);
@@ -334,6 +318,10 @@ impl State {
             }
             T_COLL | T_P2P | T_CE_COLL if !local => self.counts.ops_without_comm += 1,
             T_COLL | T_P2P | T_CE_COLL => self.op_start(id, parent, comm, thread, ty, t, c),
+            T_PROXY_OP if flags & FLAG_PARENT_FOREIGN == 0 && parent != 0 => {
+                let (_pid, _channel, _peer, _steps, _chunk, is_send) = (c.i32(), c.u8(), c.i32(), c.i32(), c.i32(), c.i32());
+                self.proxy_start(id, parent, is_send != 0);
+            }
             T_KERNEL_CH => {
                 let (_channel, ptimer) = (c.u8(), c.u64());
                 if comm != 0 {
@@ -360,6 +348,8 @@ impl State {
             for p in waiting {
                 match p {
                     Parked::State(t, s, a) => self.state(id, t, s, a),
+                    Parked::ProxyStart(proxy, is_send) => self.proxy_start(proxy, id, is_send),
+                    Parked::ProxyStop(t) => self.proxy_stop(id, t),
                     e => self.kch_effect(id, e),
                 }
             }
@@ -382,7 +372,7 @@ impl State {
         let mut op = OpenOp { comm, thread, record, ty, start_ns: t, api: self.api.remove(&parent), func: 0, dtype: 0,
             count: 0, nccl_seq: 0, root: -1, peer: -1, n_channels: 0, algo: 0, proto: 0, sendbuff: 0, recvbuff: 0,
             plan: 0, seq: 0, p2p_seq: 0, coll_ordinal: None, ch_started: 0, ch_stopped: 0, gpu_min: u64::MAX, gpu_max: 0,
-            lagged: false };
+            lagged: false, proxy_open: 0, kernels_done: false, kch_seen: 0, recv_stop: 0 };
         match ty {
             T_COLL | T_CE_COLL => {
                 (op.nccl_seq, op.func, op.sendbuff, op.recvbuff, op.count) =
@@ -452,11 +442,15 @@ impl State {
                 o.gpu_max = o.gpu_max.max(gpu);
                 let all = o.ch_stopped >= (o.n_channels as u16).max(o.ch_started);
                 if all {
+                    (o.kernels_done, o.kch_seen) = (true, t);
+                    let waits = o.proxy_open > 0;
                     self.retire_earlier_plans(op, t);
-                    self.finish(op, t);
+                    if !waits {
+                        self.finish(op, t);
+                    }
                 }
             }
-            Parked::State(..) => {}
+            _ => {}
         }
     }
 
@@ -476,6 +470,39 @@ impl State {
             }
             None if !self.started(id) => self.park(id, Parked::State(t, state, arg)),
             None => {}
+        }
+    }
+
+    /// A ProxyOp of operation `op` started: the operation is done only when it
+    /// stopped too (the plugin's tracker rule: NCCL's KernelCh can carry another
+    /// work's timers while the proxy still moves this one's data).
+    fn proxy_start(&mut self, proxy: u64, op: u64, is_send: bool) {
+        if let Some(o) = self.open.get_mut(&op) {
+            o.proxy_open = o.proxy_open.saturating_add(1);
+            if self.proxies.len() >= MAX_PARKED {
+                self.counts.forgotten += self.proxies.len() as u64;
+                self.proxies.clear();
+            }
+            self.proxies.insert(proxy, (op, is_send));
+        } else if !self.started(op) {
+            self.park(op, Parked::ProxyStart(proxy, is_send));
+        }
+    }
+
+    fn proxy_stop(&mut self, proxy: u64, t: u64) {
+        let Some((op, is_send)) = self.proxies.remove(&proxy) else {
+            if !self.started(proxy) {
+                self.park(proxy, Parked::ProxyStop(t));
+            }
+            return;
+        };
+        let Some(o) = self.open.get_mut(&op) else { return };
+        o.proxy_open = o.proxy_open.saturating_sub(1);
+        if !is_send {
+            o.recv_stop = o.recv_stop.max(t);
+        }
+        if o.kernels_done && o.proxy_open == 0 {
+            self.finish(op, t);
         }
     }
 
@@ -505,15 +532,26 @@ impl State {
     }
 
     fn finish(&mut self, id: u64, t: u64) {
-        let Some(op) = self.open.remove(&id) else {
+        let Some(mut op) = self.open.remove(&id) else {
             return;
         };
+        // Receives that outlived the kernel: these KernelCh timers, and the handle's
+        // from here on, are another work's (as `plugin_out_table::lagged_from`).
+        let contradicted = op.kch_seen != 0 && op.recv_stop > op.kch_seen.saturating_add(PROXY_AFTER_KERNEL_NS);
         let h = self
             .handles
             .get_mut(&op.comm)
             .expect("an open operation has its handle");
         if let Some(i) = h.open.iter().position(|&x| x == id) {
             h.open.remove(i);
+        }
+        if contradicted {
+            (h.lagged, op.lagged) = (true, true);
+            for later in &h.open {
+                if let Some(o) = self.open.get_mut(later).filter(|o| o.record > op.record) {
+                    o.lagged = true;
+                }
+            }
         }
         self.done(op, self.epoch(t));
     }

@@ -406,3 +406,38 @@ fn real_capture_follows_like_the_whole_file() {
     assert_eq!(ops.iter().map(timed).collect::<Vec<_>>(), want);
     assert!(f.ended() && f.open_count() == 0);
 }
+
+#[test]
+fn eight_rank_capture_follows_like_the_whole_file() {
+    // NCCL 2.28.9, 8 ranks, no self p2p on world (h100-nccl2.28.9-tp2pp2dp2-ep-ts): on
+    // ranks 1, 5, 6 and 7 the last world all-reduce's KernelCh says 4 µs while its receive
+    // ProxyOp stops 6 s later. Both readers leave it without a GPU span; the follower
+    // holds it in flight until that ProxyOp stops.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts/plugin");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "clp"));
+    files.sort();
+    assert_eq!(files.len(), 8);
+    let timed = |o: &CollOp| (o.line, o.kind, o.gpu.is_some());
+    let mut untimed_last = 0;
+    for (i, path) in files.iter().enumerate() {
+        let bytes = std::fs::read(path).unwrap();
+        let want: Vec<_> = whole(&bytes).iter().map(timed).collect();
+        let t = tmp(&format!("eight{i}"));
+        let (f, ops) = follow(&t.0, &bytes, &[bytes.len() / 2]);
+        assert_eq!(ops.iter().map(timed).collect::<Vec<_>>(), want, "{}", path.display());
+        assert!(f.ended() && f.open_count() == 0);
+        let last_world = ops.iter().filter(|o| o.comm.0 == 0 && o.kind == OpKind::AllReduce).max_by_key(|o| o.line).unwrap();
+        if last_world.gpu.is_none() {
+            untimed_last += 1;
+            // Done when its receive ProxyOp stopped, 6 s on, not at the 4 µs KernelChStop.
+            std::fs::write(&t.0, &bytes).unwrap();
+            let mut f = Follower::new(&t.0);
+            f.poll().unwrap();
+            let done = f.take_finished().into_iter().find(|x| x.op.line == last_world.line).unwrap();
+            let waited = (done.done_ns - last_world.cpu_ts_ns.unwrap()) as f64 / 1e9;
+            assert!(waited > 5.9, "{}: done {waited:.3} s after its enqueue", path.display());
+        }
+    }
+    assert_eq!(untimed_last, 4, "ranks 1, 5, 6 and 7");
+}
