@@ -68,6 +68,9 @@ pub struct BenchRun {
     /// Ranks listed on each of `hosts` (same order).
     pub gpus_per_host: Vec<u32>,
     pub gpu_models: Vec<String>,
+    /// GPUs each benchmark thread drives (`nGpus` of the `# nThread N nGpus G` line; 1 when
+    /// the file does not say): one thread launches every call on all of them in turn.
+    pub gpus_per_thread: u32,
     pub rows: Vec<BenchRow>,
     /// `# Avg bus bandwidth : X` (GB/s).
     pub avg_busbw_gb_s: Option<f64>,
@@ -128,6 +131,12 @@ pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
             // A new invocation: its devices follow.
             st.close(&mut out, file_kind);
             st.reset_job();
+            let mut w = t.split_whitespace();
+            while let Some(x) = w.next() {
+                if x == "nGpus" {
+                    st.gpus_per_thread = w.next().and_then(|v| v.parse().ok()).filter(|&g: &u32| g > 0);
+                }
+            }
         } else if let Some(rest) = t.strip_prefix("Rank ") {
             st.device(rest);
         } else if let Some(v) = t.strip_prefix("Avg bus bandwidth") {
@@ -260,10 +269,13 @@ struct State {
     /// (rank, host index) pairs seen: a rank listed twice counts once.
     rank_hosts: std::collections::HashSet<(u32, usize)>,
     gpu_models: Vec<String>,
+    /// `nGpus` of the invocation's `nThread` line.
+    gpus_per_thread: Option<u32>,
 }
 
 impl State {
     fn reset_job(&mut self) {
+        self.gpus_per_thread = None;
         self.ranks = 0;
         self.hosts.clear();
         self.gpus_per_host.clear();
@@ -321,6 +333,7 @@ impl State {
             hosts: self.hosts.clone(),
             gpus_per_host: self.gpus_per_host.clone(),
             gpu_models: self.gpu_models.clone(),
+            gpus_per_thread: self.gpus_per_thread.unwrap_or(1),
             rows: tb.rows,
             avg_busbw_gb_s: tb.avg,
             header_line: tb.header_line,

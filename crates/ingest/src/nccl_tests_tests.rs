@@ -62,6 +62,7 @@ fn old_layout_with_an_empty_redop_and_na_errors() {
     assert_eq!(r.rows[0].redop, None);
     assert_eq!(r.rows[0].out_of_place.errors, None);
     assert_eq!(r.rows[0].count, 256);
+    assert_eq!(r.gpus_per_thread, 8, "nGpus of the nThread line");
 }
 
 #[test]

@@ -30,6 +30,17 @@ pub const MAX_RANKS: u32 = 1 << 24;
 /// The one-way network latency NCCL's NET latency constants correspond to (InfiniBand), µs.
 const IB_LATENCY_US: f64 = 2.0;
 
+/// Host time of one call per GPU its thread drives, µs: superbench's all_reduce_perf and
+/// reduce_perf on 8 A100s driven by one thread (`nGpus 8`) take 35.2 µs per call at 0-64 B
+/// whatever the size (the thread launches the call on each GPU in turn): 35.2 / 8.
+pub const HOST_CALL_US: f64 = 4.4;
+
+/// Host time of each Send or Recv of a grouped call (NCCL schedules them one by one on the
+/// CPU), µs: superbench's alltoall_perf on the same 8 GPUs from one thread takes 87 µs per
+/// call at 32 B-2 MiB, flat (host-bound), each GPU posting 7 sends and 7 receives:
+/// (87 − 35.2) / (8 × 14).
+pub const HOST_P2P_OP_US: f64 = 0.46;
+
 /// The NCCL release assumed when none is known.
 pub const DEFAULT_VERSION: NcclVersion = NcclVersion::new(2, 27, 7);
 
@@ -76,6 +87,9 @@ pub struct Predictor {
     /// NCCL's ring graph shares its channels between rings (then its tuner
     /// charges a chained Broadcast/Reduce one hop; see [`Predictor::chain_hops_us`]).
     ring_same_channels: bool,
+    /// GPUs one host thread drives (nccl-tests' `nGpus`; 1 for a process per GPU): the host
+    /// time of a grouped point-to-point call grows with it.
+    gpus_per_thread: u32,
 }
 
 impl Predictor {
@@ -99,7 +113,14 @@ impl Predictor {
         let table = tune(&TuneInput { version, shape, graphs, env });
         let (intra_bw, _, intra_class) =
             if ppn > 1 { nccl_intra_bw(cluster, ppn) } else { (f64::INFINITY, commlens_core::LinkKind::Loc, LinkClass::NvLink) };
-        Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class, ring_same_channels }
+        Predictor { cluster: cluster.clone(), nranks, nnodes, table, intra_bw, intra_class, ring_same_channels, gpus_per_thread: 1 }
+    }
+
+    /// The same predictor for a benchmark whose threads drive `gpus` GPUs each (nccl-tests'
+    /// `nGpus`).
+    pub fn with_gpus_per_thread(mut self, gpus: u32) -> Predictor {
+        self.gpus_per_thread = gpus.max(1);
+        self
     }
 
     /// A predictor for one communicator of a table: NCCL's own search graphs
@@ -298,6 +319,15 @@ impl Predictor {
     }
 
     /// AllToAll and Send/Recv: grouped point-to-point transfers on all channels.
+    ///
+    /// Within a node the call's fixed cost is host time (see [`Predictor::p2p_host_us`]) plus
+    /// one device step: NCCL's NVLink ring step with Simple (3.4 µs in NCCL's units, the
+    /// figure this formula always used within a node, PCIe included), scaled like every
+    /// latency; the peers proceed in parallel on their channels.
+    /// superbench's alltoall_perf (one thread, 8 GPUs) fits it: flat at the 87 µs of host
+    /// time up to 2 MiB, then host time + bytes at 8-16 MiB leave 0-8 µs for the device.
+    /// Across nodes it keeps the per-peer handshake form (no small-size inter-node table
+    /// to split it).
     fn p2p_time(&self, kind: OpKind, size: u64) -> f64 {
         let n = self.nranks as f64;
         let net = self.nnodes > 1;
@@ -305,16 +335,31 @@ impl Predictor {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => n - 1.0,
             _ => 1.0,
         };
-        // Group setup as a tuned collective's base, one handshake per peer.
-        let base = 8.4 + if net { self.cluster.net_latency_us(self.nnodes) * 2.0 } else { 3.4 };
         let e = &self.cluster.efficiency;
-        let lat = e.launch_us + (base + peers * if net { 6.0 } else { 5.0 }) * e.latency_scale;
+        let lat = if net {
+            // Group setup as a tuned collective's base, one handshake per peer.
+            let base = 8.4 + self.cluster.net_latency_us(self.nnodes) * 2.0;
+            e.launch_us + (base + peers * 6.0) * e.latency_scale
+        } else {
+            self.p2p_host_us(kind) + 3.4 * e.latency_scale
+        };
         let (ceiling, _) = self.ceiling_algbw(kind, None);
         let wire = match kind {
             OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => size as f64,
             _ => size as f64,
         };
         lat + wire / (1000.0 * ceiling)
+    }
+
+    /// Host time of a grouped point-to-point call within a node, µs: per GPU the thread
+    /// drives, a call ([`HOST_CALL_US`]) and each of its Sends and Recvs ([`HOST_P2P_OP_US`];
+    /// an AllToAll posts one of each per peer).
+    pub fn p2p_host_us(&self, kind: OpKind) -> f64 {
+        let ops = match kind {
+            OpKind::AllToAll | OpKind::Gather | OpKind::Scatter => 2.0 * (self.nranks as f64 - 1.0),
+            _ => 1.0,
+        };
+        self.gpus_per_thread as f64 * (HOST_CALL_US + HOST_P2P_OP_US * ops)
     }
 
     /// An nccl-tests sweep: `min` to `max` bytes, multiplied by `factor`.
@@ -380,6 +425,22 @@ mod tests {
             assert!((simple - 4.0 * 3.4 * e.latency_scale_simple).abs() < 1e-3, "{kind:?} Simple: {simple}");
             assert!((ll - 4.0 * 0.6 * e.latency_scale).abs() < 1e-3, "{kind:?} LL: {ll}");
         }
+    }
+
+    /// An 8-rank AllToAll within a node: its fixed cost is host time for each GPU the thread
+    /// drives (a call and 14 Sends/Recvs) plus one device step, so nccl-tests with `nGpus 8`
+    /// (superbench: 87 us per call) and a process per GPU differ by the host part only.
+    #[test]
+    fn p2p_host_time_scales_with_gpus_per_thread() {
+        let c = preset("dgx-a100").unwrap();
+        let one = Predictor::new(&c, 8, 1, DEFAULT_VERSION, NcclEnv::default());
+        let eight = one.clone().with_gpus_per_thread(8);
+        let host1 = HOST_CALL_US + 14.0 * HOST_P2P_OP_US;
+        assert!((one.p2p_host_us(OpKind::AllToAll) - host1).abs() < 1e-9);
+        let (t1, t8) = (one.predict(OpKind::AllToAll, 1024).time_us, eight.predict(OpKind::AllToAll, 1024).time_us);
+        assert!((t8 - t1 - 7.0 * host1).abs() < 1e-6, "{t1} {t8}");
+        assert!((80.0..100.0).contains(&t8), "superbench measured 87 us: {t8}");
+        assert!(t1 < 20.0, "one GPU per thread: {t1}");
     }
 
     #[test]

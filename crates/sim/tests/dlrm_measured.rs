@@ -4,11 +4,14 @@
 //!
 //! The step is launch-bound (the GPUs are busy ~1 ms of a 12.5-20 ms step; the rest is the
 //! CPU between and inside ops), so compute tasks take host time
-//! ([`AttachOptions::host_time`]); GPU time alone simulates a 1.5 ms step. Prints per rank the
-//! measured and simulated step, and per collective the measured kernel duration (each rank's,
-//! and the instance's shortest: the part that is not waiting for peers) against the simulation.
-//! Step bounds hold at the issue's 10 %; the per-collective medians miss the 20 % and are
-//! pinned at the achieved figures (see the comments at the asserts).
+//! ([`AttachOptions::host_time`]); GPU time alone simulates a 1.5 ms step. With host time a
+//! compute task waits for a collective only where its CPU span holds a synchronising call
+//! (the CPU runs ahead of asynchronous collectives), and a collective is issued where the CPU
+//! called it. Prints per rank the measured and simulated step, and per collective the
+//! measured kernel duration (each rank's, and the instance's shortest: the part that is not
+//! waiting for peers) against the simulation, with the wait for the last member of each.
+//! Step bounds and the per-collective kernel median hold at the issue's 10 % and 20 %; the
+//! network-time median (last arriver's kernel) is pinned at the achieved figure.
 
 use commlens_model::predict::DEFAULT_VERSION;
 use commlens_model::presets::preset;
@@ -155,7 +158,8 @@ fn dlrm_8rank_simulated_against_measured() {
     assert!(meas.iter().all(|m| m.colls.len() == n));
     println!("\nper collective: kernel = this rank's measured NCCL kernel (waits for peers included) vs simulated end - arrival, mean over ranks;");
     println!("network = the shortest kernel of the instance over ranks (the last arriver's: no waiting) vs simulated network time");
-    println!("{:>2} {:>9} {:>8} {:>10} {:>10} {:>7} {:>8} {:>8} {:>7}", "i", "kind", "bytes", "kernel_us", "sim_us", "err_%", "net_us", "sim_us", "err_%");
+    println!("wait = the kernel's part spent waiting for the last member (measured: last kernel start - this one's; simulated: start - arrival), mean over ranks");
+    println!("{:>2} {:>9} {:>8} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7}", "i", "kind", "bytes", "kernel_us", "sim_us", "err_%", "wait_us", "sim_us", "net_us", "sim_us", "err_%");
     let mut e_kernel = Vec::new();
     let mut e_net = Vec::new();
     for i in 0..n {
@@ -163,6 +167,8 @@ fn dlrm_8rank_simulated_against_measured() {
         let (mut km, mut ks) = (0.0, 0.0);
         let mut net_m = f64::INFINITY;
         let mut net_s = 0.0;
+        let last = meas.iter().map(|m| m.colls[i].start_us).fold(f64::MIN, f64::max);
+        let (mut wm, mut ws) = (0.0, 0.0);
         for m in meas {
             let c = &m.colls[i];
             let o = skewed.run.rank(m.rank).unwrap().ops.iter().filter(|o| o.call == 0).nth(i).expect("op");
@@ -172,20 +178,20 @@ fn dlrm_8rank_simulated_against_measured() {
             km += c.dur_us / 8.0;
             ks += sim / 8.0;
             net_m = net_m.min(c.dur_us);
+            wm += (last - c.start_us) / 8.0;
+            ws += (o.start_us - o.arrive_us) / 8.0;
             net_s = o.end_us - o.start_us;
         }
         let en = (net_s - net_m) / net_m;
         e_net.push(en.abs());
         println!(
-            "{:>2} {:>9} {:>8} {:>10.1} {:>10.1} {:>+7.1} {:>8.1} {:>8.1} {:>+7.1}",
-            i, format!("{:?}", c0.kind.expect("kind")), c0.bytes.expect("bytes"), km, ks, 100.0 * (ks - km) / km, net_m, net_s, 100.0 * en
+            "{:>2} {:>9} {:>8} {:>10.1} {:>10.1} {:>+7.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>+7.1}",
+            i, format!("{:?}", c0.kind.expect("kind")), c0.bytes.expect("bytes"), km, ks, 100.0 * (ks - km) / km, wm, ws, net_m, net_s, 100.0 * en
         );
     }
     // Where the model's time of each collective comes from (the analytical network's
-    // figure): the per-call launch cost, the rest of its zero-byte latency, and the
-    // bytes. Its launch and per-peer latency were fitted on nccl-tests tables, one of
-    // them driving all eight GPUs from one thread, so they hold host time that a
-    // one-process-per-GPU job's kernels do not show.
+    // figure): the per-call launch cost (for AllToAll, its host time: a call and 14
+    // Sends/Recvs for one GPU per thread), the rest of its zero-byte latency, and the bytes.
     let cluster = {
         let mut c = preset("dgx-v100").expect("preset");
         c.nodes = 1;
@@ -200,7 +206,7 @@ fn dlrm_8rank_simulated_against_measured() {
         let size = commlens_sim::analytical::tests_size(kind, bytes, 8);
         let full = model.predict(kind, size);
         let empty = model.predict(kind, 0);
-        let launch = cluster.efficiency.launch_us;
+        let launch = if full.algo.is_none() { model.p2p_host_us(kind) } else { cluster.efficiency.launch_us };
         println!(
             "{:>2} {:>9} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10}",
             i,
@@ -226,17 +232,15 @@ fn dlrm_8rank_simulated_against_measured() {
     assert!(worst <= 0.10, "worst rank step error {:.1} %", 100.0 * worst);
     assert!(((crit_s - crit_m) / crit_m).abs() <= 0.10, "job step {crit_s:.0} vs {crit_m:.0} us");
 
-    // Per collective: the issue asks for a median error of at most 20 %; this run misses it,
-    // so the achieved figures are pinned instead (a regression guard, not the target).
-    // * Kernel durations (measured NCCL kernel on each rank vs simulated end - arrival):
-    //   31.0 %. They are mostly waiting for the last rank; what is left of the error is where
-    //   each rank's CPU timeline puts its arrival (host time per op is an estimate: the gap to
-    //   the next op, less blocking CUDA calls) and the network time below.
-    // * Network time (the instance's shortest kernel, the last arriver's, vs the simulated
-    //   network time): 817 %. The collective model (commlens-model's Predictor) times an
-    //   8-rank AllToAll of 192 B-24 KiB at ~92 us whatever the size (all latency), where
-    //   NCCL's grouped send/recv kernel measured 7-10 us; five of the eight collectives are
-    //   such AllToAlls. The three AllReduces are 25-88 % slow (model latency at small sizes).
-    assert!(med_kernel <= 0.35, "median kernel-duration error {:.1} % (achieved 31.0 %)", 100.0 * med_kernel);
-    assert!(med_net <= 8.5, "median network-time error {:.1} % (achieved 817 %)", 100.0 * med_net);
+    // Per collective, the issue's bound: median error of the kernel durations (measured NCCL
+    // kernel on each rank vs simulated end - arrival) at most 20 % (achieved 7.2 %; 31.0 %
+    // before compute tasks stopped waiting for collectives the CPU did not wait for, 9.0 %
+    // with that alone).
+    assert!(med_kernel <= 0.20, "median kernel-duration error {:.1} % (bound 20 %, achieved 7.2 %)", 100.0 * med_kernel);
+    // Network time (the instance's shortest kernel, the last arriver's, vs the simulated
+    // network time): 77.8 %, pinned. The model's 8-rank AllToAll is 16.6 us (10.8 us of host
+    // time for one GPU per thread + one 5.8 us device step) where NCCL's grouped send/recv
+    // kernel measured 7-10 us; the three AllReduces are 25-88 % slow (model latency at small
+    // sizes, which includes the 12 us per-call launch the kernel does not show).
+    assert!(med_net <= 0.85, "median network-time error {:.1} % (achieved 77.8 %)", 100.0 * med_net);
 }

@@ -273,7 +273,8 @@ fn against(file: &Path, a: &PredictArgs<'_>, v: commlens_core::NcclVersion, env:
         let Some(kind) = run.kind else { continue };
         let cluster = cluster_for(&file_cluster, run, a)?;
         let nodes = run.hosts.len().max(1) as u32;
-        let p = predictor_for(logged.as_ref().map(|l| &l.table), &cluster, run, v, &env);
+        // One thread driving several GPUs launches each call on all of them in turn.
+        let p = predictor_for(logged.as_ref().map(|l| &l.table), &cluster, run, v, &env).with_gpus_per_thread(run.gpus_per_thread);
         for r in &run.rows {
             let pred = p.predict(kind, r.bytes);
             let measured = r.out_of_place.busbw_gb_s;

@@ -19,7 +19,8 @@
 //! of one step take turns, the main thread waits inside `backward` while the autograd thread
 //! works), less the time spent blocked in synchronising CUDA calls (stream/device/event
 //! synchronize, memcpy: the wait for the GPU or a peer, which the simulator models through the
-//! task's dependencies), and at least its GPU time.
+//! task's dependencies), and at least its GPU time. A communication call between two ops cuts
+//! the span, and compute tasks wait for collectives only where the CPU did (`host_deps`).
 
 use super::archive::for_each_member;
 use super::raw::{coll_kind_from_name, dtype_from_torch};
@@ -162,6 +163,9 @@ struct KTrace {
     orphan_gpu: Vec<Gpu>,
     /// Synchronising CUDA runtime calls (all threads), sorted: (start, end).
     waits: Vec<(f64, f64)>,
+    /// Starts of the calls among them that wait for the GPU's queued work (stream, device or
+    /// event synchronize; a copy to the host), sorted: where the CPU waited for collectives.
+    syncs: Vec<f64>,
 }
 
 /// A runtime call that blocks the CPU until the GPU (or a peer, through it) is done.
@@ -223,7 +227,10 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
         gpu: HashMap::new(),
         orphan_gpu: Vec::new(),
         waits: Vec::new(),
+        syncs: Vec::new(),
     };
+    // Copies, resolved to device-to-host ones once every GPU activity is read.
+    let mut copies: Vec<(f64, u64)> = Vec::new();
     for e in events {
         if text(e.ph.as_ref()) != Some("X") {
             continue;
@@ -254,6 +261,11 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
                 if is_blocking_call(&name) && dur > 0.0 {
                     t.waits.push((ts, ts + dur));
                 }
+                if name.ends_with("Synchronize") {
+                    t.syncs.push(ts);
+                } else if let (true, Some(c)) = (is_blocking_call(&name), corr) {
+                    copies.push((ts, c));
+                }
                 if let Some(c) = corr {
                     t.launches.entry(tid).or_default().push((ts, c));
                 }
@@ -276,6 +288,10 @@ fn read_trace(source: &str, bytes: &[u8]) -> Result<Option<KTrace>, ChakraError>
         l.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     t.waits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // A copy to the host waits for the work queued before it on its stream; one from the
+    // host (staged) or on the device does not hold the CPU.
+    t.syncs.extend(copies.iter().filter(|(_, c)| t.gpu.get(c).is_some_and(|g| g.name.contains("DtoH"))).map(|x| x.0));
+    t.syncs.sort_by(f64::total_cmp);
     Ok(Some(t))
 }
 
@@ -425,21 +441,6 @@ pub struct AttachOptions {
     pub host_time: bool,
 }
 
-/// Time in `[a, b)` covered by the sorted, possibly nested or overlapping `spans`.
-fn covered(spans: &[(f64, f64)], a: f64, b: f64) -> f64 {
-    let hi = spans.partition_point(|s| s.0 < b);
-    let mut cover = 0.0;
-    let mut reach = a;
-    for &(s, e) in &spans[..hi] {
-        let (s, e) = (s.max(reach), e.min(b));
-        if e > s {
-            cover += e - s;
-            reach = e;
-        }
-    }
-    cover
-}
-
 /// Sets `time_us` of rank programs' compute tasks from the Kineto traces under `paths`
 /// (GPU time; [`attach_kineto_times_with`] for host time).
 /// Ranks are matched by `distributedInfo.rank` (or `workerN`/`rankN` in the file name); a
@@ -584,20 +585,24 @@ fn link_rank(t: &KTrace, p: &mut crate::Program, opts: AttachOptions) -> (RankLi
     (link, note)
 }
 
-/// Linked tasks' host time (see [`AttachOptions::host_time`]).
+/// Linked tasks' host time (see [`AttachOptions::host_time`]), spans as
+/// [`super::host_deps::task_spans`] cuts them; then their dependencies on collectives.
 fn host_times(t: &KTrace, p: &mut crate::Program, matched: &[Option<usize>], gpu_of: &[f64]) {
+    use super::host_deps::{covered, cpu_runs_ahead, task_spans};
     let mut by_start: Vec<(f64, usize)> = matched
         .iter()
         .enumerate()
         .filter_map(|(ti, k)| k.map(|k| (t.ops[k].ts, ti)))
         .collect();
     by_start.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for (i, &(ts, ti)) in by_start.iter().enumerate() {
-        let op = &t.ops[matched[ti].expect("matched")];
-        let end = by_start.get(i + 1).map_or(op.end, |n| n.0).max(ts);
+    let calls: Vec<f64> = t.ops.iter().filter(|o| o.name.starts_with("nccl:")).map(|o| o.ts).collect();
+    let last_end = by_start.last().map_or(0.0, |&(_, ti)| t.ops[matched[ti].expect("matched")].end);
+    let spans = task_spans(&by_start, &calls, last_end);
+    for &(ti, ts, end) in &spans {
         let cpu = (end - ts) - covered(&t.waits, ts, end);
         if let Work::Compute(c) = &mut p.tasks[ti].work {
             c.time_us = Some(cpu.max(gpu_of[ti]).max(0.0));
         }
     }
+    cpu_runs_ahead(p, &spans, &t.syncs);
 }

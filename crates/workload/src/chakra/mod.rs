@@ -14,11 +14,13 @@
 //! | `raw` | the intermediate form and shared name heuristics |
 //! | `build` | raw traces → [`Workload`]: groups, dependency order, streams |
 //! | `kineto` | measured times from the same job's Kineto traces |
+//! | `host_deps` | with host time: compute tasks wait for collectives only where the CPU did |
 
 mod archive;
 mod build;
 mod et;
 pub mod kineto;
+mod host_deps;
 mod proto;
 mod pytorch;
 mod raw;
