@@ -19,8 +19,9 @@
 //! (nccl-tests' bus factors), which cannot tell AllGather from AllToAll.
 //! [`BenchRun::kind_from`] says which one decided.
 //!
-//! Streams the file line by line; rows that start like a result but do not
-//! parse are counted and reported with their line numbers.
+//! Streams the file line by line ([`TableScan`], which the NCCL log reader
+//! also feeds in its own pass over a log that holds tables); rows that start
+//! like a result but do not parse are counted and reported with their line numbers.
 
 use crate::error::IngestError;
 use crate::lines::LineSource;
@@ -98,79 +99,21 @@ pub struct BenchFile {
 mod sniff;
 pub use sniff::{looks_like_nccl_tests, sniff_file, BenchSniff, BenchSniffer};
 
+#[path = "nccl_tests_scan.rs"]
+mod scan;
+pub use scan::{BenchTables, KeptLines, TableScan, SCAN_MAX_LINE};
+
 /// Reads every table of an nccl-tests output (plain or gzip).
 pub fn read_nccl_tests(path: &Path) -> Result<BenchFile, IngestError> {
     let io = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    let mut reader = FileLines::open(path, 1 << 20, true).map_err(io)?;
-    let file_kind = kind_in_text(&path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default());
-    let mut st = State::default();
-    let mut out = BenchFile { path: path.display().to_string(), runs: Vec::new(), malformed: Vec::new() };
+    let mut reader = FileLines::open(path, SCAN_MAX_LINE, true).map_err(io)?;
+    let mut scan = TableScan::new(path);
     loop {
         let line_no = reader.line_no() + 1;
         let Some(raw) = reader.next_line().map_err(io)? else { break };
-        if passed_over(raw) {
-            continue;
-        }
-        let unmarked = strip_call_sites(raw);
-        let l = strip_decoration(&unmarked);
-        if !may_matter(l) {
-            continue;
-        }
-        if let Some(cols) = header_columns(l) {
-            st.close(&mut out, file_kind);
-            st.table = Some(Table { middle: cols, header_line: line_no, rows: Vec::new(), avg: None, pending: None });
-            continue;
-        }
-        let text = String::from_utf8_lossy(l);
-        let t = text.trim_start_matches('#').trim();
-        if let Some(name) = t.strip_prefix("Collective test starting:") {
-            st.close(&mut out, file_kind);
-            st.reset_job();
-            st.named = kind_in_text(name.trim());
-        } else if t.starts_with("nThread ") {
-            // A new invocation: its devices follow.
-            st.close(&mut out, file_kind);
-            st.reset_job();
-            let mut w = t.split_whitespace();
-            while let Some(x) = w.next() {
-                if x == "nGpus" {
-                    st.gpus_per_thread = w.next().and_then(|v| v.parse().ok()).filter(|&g: &u32| g > 0);
-                }
-            }
-        } else if let Some(rest) = t.strip_prefix("Rank ") {
-            st.device(rest);
-        } else if let Some(v) = t.strip_prefix("Avg bus bandwidth") {
-            if let Some(tb) = &mut st.table {
-                tb.avg = v
-                    .trim_start_matches([' ', ':'])
-                    .split_whitespace()
-                    .next()
-                    .and_then(|x| x.parse::<f64>().ok())
-                    .filter(|v| v.is_finite());
-            }
-            st.close(&mut out, file_kind);
-        } else if text.contains("_perf") && !t.starts_with("Collective test concluded") {
-            if let Some(k) = kind_in_text(&text) {
-                st.command = Some(k);
-            }
-        } else if let Some(tb) = &mut st.table {
-            if t.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-                tb.feed(t, line_no, &mut out.malformed);
-            }
-        }
+        scan.line(raw, line_no);
     }
-    st.close(&mut out, file_kind);
-    if out.runs.is_empty() {
-        let mut what = "no nccl-tests result table (a `#  size  count  type …` header followed by rows)".to_string();
-        if let Some((line, _)) = out.malformed.first() {
-            what.push_str(&format!(
-                "; {} rows did not parse (from line {line}; `inf`/`nan` times or bandwidths are no measurement)",
-                out.malformed.len()
-            ));
-        }
-        return Err(IngestError::Format { path: path.to_path_buf(), line: None, what });
-    }
-    Ok(out)
+    scan.finish()
 }
 
 /// Columns between `type` and `time` in the header.
@@ -423,26 +366,70 @@ fn may_matter(l: &[u8]) -> bool {
 }
 
 /// `true` only where [`may_matter`] says `false` after `strip_call_sites` and
-/// `strip_decoration`, in one `memchr2` pass instead of two substring searches
-/// (`(), `, `_perf`: half this reader's instructions on the bench log). A line
-/// without either is left as it is by `strip_call_sites`: its start decides.
+/// `strip_decoration`, without either (they copy, and scan twice). A line
+/// without `(), ` or `_perf` is left as it is by `strip_call_sites`: its start
+/// decides. This runs on every line of a log that holds tables (the log
+/// reader calls it in its own pass), so its common case is short: a line
+/// that starts with a letter (a host name) has nothing to strip at its start.
 fn passed_over(raw: &[u8]) -> bool {
-    let mut s = strip_decoration(raw);
-    while let [b'#', rest @ ..] = s {
-        s = rest;
-    }
-    let s = s.trim_ascii_start();
-    let kept = s.first().is_some_and(|b| b.is_ascii_digit() || !b.is_ascii()) || START_KEYWORDS.iter().any(|k| s.starts_with(k));
+    let kept = match raw.first() {
+        // `strip_decoration` would only trim its end (a keyword may end in a space).
+        // The one keyword of START_KEYWORDS that starts with its first letter.
+        Some(&b) if b.is_ascii_alphabetic() => {
+            let k: &[u8] = match b {
+                b's' => START_KEYWORDS[0],
+                b'C' => START_KEYWORDS[1],
+                b'n' => START_KEYWORDS[2],
+                b'R' => START_KEYWORDS[3],
+                b'A' => START_KEYWORDS[4],
+                _ => return !has_mark(raw),
+            };
+            raw.trim_ascii_end().starts_with(k)
+        }
+        _ => {
+            let mut s = strip_decoration(raw);
+            while let [b'#', rest @ ..] = s {
+                s = rest;
+            }
+            let s = s.trim_ascii_start();
+            s.first().is_some_and(|b| b.is_ascii_digit() || !b.is_ascii()) || START_KEYWORDS.iter().any(|k| s.starts_with(k))
+        }
+    };
     !kept && !has_mark(raw)
 }
 
-/// Whether `l` holds `(), ` (a call-site mark) or `_perf`: one `memchr2` pass.
+/// Whether `l` holds `(), ` (a call-site mark) or `_perf`. NCCL lines hold
+/// `(` often (`(nil)`, `ncclSend(…)`: one `memchr2` on `(`/`_` stopped at
+/// each) but `_` and the pair `()` seldom: one `memchr` for `_`, and a
+/// packed-pair search for `()` (SIMD where the CPU has AVX2).
 fn has_mark(l: &[u8]) -> bool {
-    memchr::memchr2_iter(b'(', b'_', l).any(|i| {
-        let t = &l[i..];
-        t.starts_with(b"(), ") || t.starts_with(b"_perf")
-    })
+    memchr::memchr_iter(b'_', l).any(|i| l[i..].starts_with(b"_perf")) || has_call_site(l)
 }
+
+fn has_call_site(l: &[u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = PAIR.as_ref() {
+        let min = f.min_haystack_len();
+        let mut at = 0;
+        while l.len() - at >= min {
+            match f.find_prefilter(&l[at..]) {
+                None => return false,
+                Some(i) if l[at + i..].starts_with(b"(), ") => return true,
+                Some(i) => at += i + 1,
+            }
+        }
+        // The last few bytes (fewer than the vector search takes).
+        return CALL_SITE.find(&l[at..]).is_some();
+    }
+    CALL_SITE.find(l).is_some()
+}
+
+/// Candidates for `(), `: where `(` is followed by `)`.
+#[cfg(target_arch = "x86_64")]
+static PAIR: LazyLock<Option<memchr::arch::x86_64::avx2::packedpair::Finder>> = LazyLock::new(|| {
+    use memchr::arch::{all::packedpair::Pair, x86_64::avx2::packedpair::Finder};
+    Pair::with_indices(b"(), ", 0, 1).and_then(|p| Finder::with_pair(b"(), ", p))
+});
 
 /// The keywords a line of interest may start with (after `#`s and spaces).
 const START_KEYWORDS: [&[u8]; 5] = [b"size", b"Collective test starting:", b"nThread ", b"Rank ", b"Avg bus bandwidth"];

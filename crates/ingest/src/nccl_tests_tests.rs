@@ -247,4 +247,47 @@ fn marks_are_found_at_every_offset() {
     }
     assert!(!has_mark(b"ncclSend(0,7f1f,256) (nil) NCCL_PROTO _x (),x"));
     assert!(!has_mark(b""));
+    // Long lines (the vector search) with decoys before the mark, and cut short.
+    let naive = |l: &[u8]| l.windows(4).any(|w| w == b"(), ") || l.windows(5).any(|w| w == b"_perf");
+    for mark in [&b"(), "[..], b"_perf", b"(),", b"_per"] {
+        for at in 0..120 {
+            for decoy in [&b"(nil) ()x () (),x _pe _ "[..], b"", b"()()()()"] {
+                let mut l: Vec<u8> = decoy.iter().copied().cycle().take(at).collect();
+                l.extend_from_slice(mark);
+                l.extend(decoy.iter().copied().cycle().take(at % 37));
+                for end in [l.len(), l.len().saturating_sub(1), at + mark.len() / 2] {
+                    let l = &l[..end.min(l.len())];
+                    assert_eq!(has_mark(l), naive(l), "{}", String::from_utf8_lossy(l));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_short_check_for_lines_that_start_with_a_letter_is_the_full_one() {
+    use super::{may_matter, passed_over};
+    // Lines starting with a letter take the short path; the full check on the
+    // same lines (every keyword, with and without trailing blanks) agrees.
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    for k in super::START_KEYWORDS {
+        for tail in [&b""[..], b" ", b"  \r", b"\t", b"x", b" 1 2", b" (), a.cu:1, 3"] {
+            lines.push([k, tail].concat());
+            lines.push([b"a:", k, tail].concat());
+        }
+        lines.push(k[..k.len() - 1].to_vec());
+    }
+    lines.push(b"mew0:64904:64904 [0] NCCL INFO AllReduce: opCount 0 sendbuff (nil)".to_vec());
+    lines.push(b"gdr116:1:1 NCCL CALL ncclAllGather(7f,7f,2048,7,0,0,0x5f,0x5f)".to_vec());
+    lines.push(b"host:1:1 [0] NCCL INFO running all_reduce_perf ".to_vec());
+    // Each keyword starts with its own letter (the short path picks it by that).
+    let firsts: std::collections::HashSet<u8> = super::START_KEYWORDS.iter().map(|k| k[0]).collect();
+    assert_eq!(firsts.len(), super::START_KEYWORDS.len());
+    for l in &lines {
+        assert!(l[0].is_ascii_alphabetic());
+        let full = may_matter(strip_decoration(&strip_call_sites(l)));
+        assert!(!(passed_over(l) && full), "{}", String::from_utf8_lossy(l));
+        let start_kept = super::START_KEYWORDS.iter().any(|k| strip_decoration(l).starts_with(k));
+        assert_eq!(passed_over(l), !start_kept && !super::has_mark(l), "{}", String::from_utf8_lossy(l));
+    }
 }

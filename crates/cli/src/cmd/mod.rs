@@ -1,4 +1,5 @@
 //! One module per subcommand.
+mod bench_json;
 pub mod cluster;
 pub mod demo;
 pub mod diff;

@@ -11,7 +11,8 @@ use commlens_analyze::stats::{Aggregate, StatsReport};
 use commlens_ingest::inputs::{expand_inputs, load_listed_with, InputFormat};
 use commlens_ingest::kind::{classify, FileKind};
 use commlens_ingest::nccl_log::ReadOptions;
-use commlens_ingest::nccl_tests::BenchFile;
+use commlens_ingest::nccl_tests::{read_nccl_tests, BenchFile, BenchTables};
+use super::bench_json::SortedBench;
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> CmdResult {
@@ -101,13 +102,17 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
     let paths: Vec<PathBuf> = rest.iter().map(|f| f.0.clone()).collect();
     let inputs = &paths[..];
     let (progress, bar) = crate::progress::for_inputs(inputs);
-    let opts = ReadOptions { progress, ..ReadOptions::default() };
-    // Logs that share stdout with nccl-tests hold both: their benchmark
-    // tables are read while the logs are.
-    let (loaded, read) = rayon::join(
+    // Logs that share stdout with nccl-tests hold both: the log reader reads
+    // their benchmark tables in its own pass; the other nccl-tests outputs
+    // are read meanwhile.
+    let bench_set: std::collections::HashSet<&PathBuf> = bench.iter().collect();
+    let folded = std::sync::Arc::new(BenchTables::new(rest.iter().filter(|f| bench_set.contains(&f.0)).map(|f| f.0.clone())));
+    let opts = ReadOptions { progress, bench_tables: Some(folded.clone()), ..ReadOptions::default() };
+    let (loaded, others) = rayon::join(
         || load_listed_with(&rest, &opts, false, Aggregate::default, |a, op| a.add(op)),
-        || read_benchmarks(&bench),
+        || read_benchmarks_but(&bench, &folded),
     );
+    let read = with_folded(&bench, others, &folded);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -153,7 +158,21 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
 /// The nccl-tests outputs among the inputs, read in parallel.
 fn read_benchmarks(files: &[PathBuf]) -> Result<Vec<BenchFile>, commlens_ingest::IngestError> {
     use rayon::prelude::*;
-    files.par_iter().map(|p| commlens_ingest::nccl_tests::read_nccl_tests(p)).collect()
+    files.par_iter().map(|p| read_nccl_tests(p)).collect()
+}
+
+type BenchRead = Result<BenchFile, commlens_ingest::IngestError>;
+
+/// [`read_benchmarks`] but for the files the log reader scans (`None` in their place).
+fn read_benchmarks_but(files: &[PathBuf], folded: &BenchTables) -> Vec<Option<BenchRead>> {
+    use rayon::prelude::*;
+    files.par_iter().map(|p| (!folded.scans(p)).then(|| read_nccl_tests(p))).collect()
+}
+
+/// The results of [`read_benchmarks_but`] completed, in order, with what the
+/// log reader found; a file it did not read to its end is read here.
+fn with_folded(files: &[PathBuf], read: Vec<Option<BenchRead>>, folded: &BenchTables) -> Result<Vec<BenchFile>, commlens_ingest::IngestError> {
+    files.iter().zip(read).map(|(p, r)| r.or_else(|| folded.take(p)).unwrap_or_else(|| read_nccl_tests(p))).collect()
 }
 
 /// nccl-tests outputs: a summary per run, then each run's sizes (nothing
@@ -162,7 +181,7 @@ fn read_benchmarks(files: &[PathBuf]) -> Result<Vec<BenchFile>, commlens_ingest:
 /// Runs of nccl-tests output whose per-size rows `stats` prints without `--sizes`.
 const MAX_RUNS_WITH_SIZES: usize = 4;
 
-fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool, sizes: bool) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+fn print_benchmarks(read: Vec<BenchFile>, format: Format, alone: bool, sizes: bool) -> Result<Option<Vec<BenchFile>>, Box<dyn std::error::Error>> {
     print_benchmarks_of(read, format, alone, sizes, None)
 }
 
@@ -174,9 +193,9 @@ fn print_benchmarks_of(
     alone: bool,
     sizes: bool,
     logged: Option<Job>,
-) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+) -> Result<Option<Vec<BenchFile>>, Box<dyn std::error::Error>> {
     if read.is_empty() {
-        return Ok(serde_json::Value::Null);
+        return Ok(None);
     }
     let mut job = Job::of_benchmarks(&read);
     if let Some(l) = logged {
@@ -187,11 +206,16 @@ fn print_benchmarks_of(
     }
     match format {
         Format::Json => {
-            let v = serde_json::to_value(&read)?;
             if alone {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "job": job, "nccl_tests": v }))?);
+                #[derive(serde::Serialize)]
+                struct Alone<'a> {
+                    job: serde_json::Value,
+                    nccl_tests: SortedBench<'a>,
+                }
+                write_json_to_stdout(&Alone { job: serde_json::to_value(&job)?, nccl_tests: SortedBench(&read) })?;
+                return Ok(None);
             }
-            return Ok(v);
+            return Ok(Some(read));
         }
         Format::Csv if alone => println!("{}", job.csv()),
         Format::Table if alone => println!("{}\n", job.line()),
@@ -224,7 +248,7 @@ fn print_benchmarks_of(
             }
         }
     }
-    Ok(serde_json::Value::Null)
+    Ok(None)
 }
 
 fn print_stats(
@@ -233,7 +257,7 @@ fn print_stats(
     agg: &Aggregate,
     format: Format,
     inputs: Inputs<'_>,
-    nccl_tests: serde_json::Value,
+    nccl_tests: Option<Vec<BenchFile>>,
 ) -> CmdResult {
     let report = StatsReport::build(t, agg);
     for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)) {
@@ -249,7 +273,7 @@ fn print_stats(
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let nccl_tests = Some(nccl_tests).filter(|v| !v.is_null());
+            let nccl_tests = nccl_tests.as_deref().map(SortedBench);
             let doc = StatsJson { inputs, job: serde_json::to_value(&job)?, nccl_tests, stats: SortedStats(&report) };
             write_json_to_stdout(&doc)?;
         }
@@ -283,7 +307,7 @@ struct StatsJson<'a> {
     inputs: Inputs<'a>,
     job: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
-    nccl_tests: Option<serde_json::Value>,
+    nccl_tests: Option<SortedBench<'a>>,
     stats: SortedStats<'a>,
 }
 

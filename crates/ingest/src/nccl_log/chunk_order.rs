@@ -7,6 +7,7 @@
 use super::chunked::{ChunkedRead, Job, Parsed};
 use super::LogParser;
 use crate::error::IngestError;
+use crate::nccl_tests::TableScan;
 use crate::lines_mapped::{MappedLines, DEFAULT_WINDOW};
 use commlens_core::CollOp;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -29,10 +30,12 @@ pub(super) struct Joiner<S> {
     error: Option<IngestError>,
     /// The next chunk to join.
     next: usize,
+    /// The file's nccl-tests tables, when read too: fed each chunk's kept lines in order.
+    bench: Option<TableScan>,
 }
 
 impl<S> Joiner<S> {
-    pub(super) fn new(state: S) -> Self {
+    pub(super) fn new(state: S, bench: Option<TableScan>) -> Self {
         Joiner {
             truth: None,
             parts: Vec::new(),
@@ -46,6 +49,7 @@ impl<S> Joiner<S> {
             first_line: None,
             error: None,
             next: 0,
+            bench,
         }
     }
 
@@ -81,6 +85,9 @@ impl<S> Joiner<S> {
         F: Fn(&mut S, &CollOp),
     {
         let offset = self.lines;
+        if let Some(b) = self.bench.as_mut() {
+            p.bench.replay(b, offset);
+        }
         self.lines += p.lines;
         self.overlong += p.overlong;
         let (state, per_dev, keep) = (&mut self.state, &mut self.per_dev, job.keep_ops);
@@ -179,6 +186,9 @@ impl<S> Joiner<S> {
         report.overlong_lines = self.overlong;
         if report.nccl_segments == 0 {
             return Err(not_nccl(self.lines));
+        }
+        if let (Some(scan), Some(b)) = (self.bench.take(), &job.opts.bench_tables) {
+            b.put(path, scan);
         }
         let mut table = parser.table;
         table.sources.push(report.path.clone());

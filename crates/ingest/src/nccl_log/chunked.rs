@@ -13,6 +13,11 @@
 //! own parser, line by line, and its state dropped: slower, never different.
 //! [`ChunkedRead::replayed`] counts them, [`ChunkedRead::note`] says why.
 //!
+//! A file that is nccl-tests output too (`ReadOptions::bench_tables`): each
+//! chunk keeps the few lines the table scan may use
+//! ([`crate::nccl_tests::KeptLines`], filtered on the chunk's core), and the
+//! join feeds them to the file's scan in file order.
+//!
 //! Memory stays bounded: chunks are read through their own mapped windows
 //! ([`MappedLines::open_range`]), workers stay a few chunks ahead of the
 //! join, and what a chunk keeps until its join is its parser's state
@@ -23,6 +28,7 @@ use super::chunk_order::Joiner;
 use super::prefix::{split_line, KnownHosts};
 use super::{LogParser, ReadOptions, ReadReport};
 use crate::error::IngestError;
+use crate::nccl_tests::KeptLines;
 use crate::lines::LineSource;
 use crate::lines_mapped::{disabled_by_env, MappedLines, DEFAULT_WINDOW};
 use commlens_core::{CollOp, OpTable};
@@ -212,6 +218,8 @@ pub(super) struct Parsed<S> {
     /// First line (of the chunk) that held an NCCL segment.
     pub(super) first_nccl: Option<u64>,
     pub(super) first_line: Option<String>,
+    /// Its lines the nccl-tests scan may use (when the file is scanned).
+    pub(super) bench: KeptLines,
 }
 
 /// What the chunk readers share: the file, its chunks, and the fold.
@@ -222,6 +230,8 @@ pub(super) struct Job<'a, M, F> {
     pub(super) keep_ops: bool,
     pub(super) make: &'a M,
     pub(super) per_op: &'a F,
+    /// The file's nccl-tests tables are read too (chunks keep their lines for the join).
+    pub(super) bench: bool,
 }
 
 /// Reads `path` in the chunks of [`plan`], in parallel; see the module doc.
@@ -246,6 +256,7 @@ where
     M: Fn() -> S + Sync,
     F: Fn(&mut S, &CollOp) + Sync,
 {
+    let scan = opts.bench_tables.as_ref().and_then(|b| b.scan_for(path, opts.max_line));
     let job = Job {
         path,
         opts,
@@ -253,6 +264,7 @@ where
         keep_ops,
         make,
         per_op,
+        bench: scan.is_some(),
     };
     let n = ranges.len();
     let slots: Vec<Mutex<Option<Result<Parsed<S>, IngestError>>>> =
@@ -263,7 +275,7 @@ where
         AtomicUsize::new(0),
         AtomicBool::new(false),
     );
-    let join = Mutex::new(Joiner::new(make()));
+    let join = Mutex::new(Joiner::new(make(), scan));
     let workers = rayon::current_num_threads().clamp(1, n);
     let lookahead = LOOKAHEAD * workers;
     // Joins the chunks ready in order, unless another worker is at it. The
@@ -313,7 +325,9 @@ where
 const LOOKAHEAD: usize = 4;
 
 /// How far before a chunk its seeds are looked for (see [`parse_chunk`]):
-/// a quarter of a chunk, at most this.
+/// a quarter of a chunk, at most this. Those bytes are split twice (3 % of
+/// `stats`' instructions on the bench log), but 256 KiB missed spellings: 5
+/// of its 48 chunks read again by the join instead of 2, more work in all.
 const SEED_BYTES: u64 = 1 << 20;
 
 /// Host spellings to seed a chunk starting at byte `start` with: the
@@ -365,6 +379,7 @@ where
     let mut parser = LogParser::speculative(opts.fast_paths, &seeds);
     let mut state = (job.make)();
     let mut ops = Vec::new();
+    let mut bench = KeptLines::default();
     let (mut first_nccl, mut first_line) = (None, None);
     let mut sink = |op: CollOp| {
         (job.per_op)(&mut state, &op);
@@ -387,6 +402,9 @@ where
                 }
                 first_line = Some(crate::bytes::sample(line, 120));
             }
+            if job.bench {
+                bench.line(line, no);
+            }
             parser.feed_line(line, no, &mut sink);
             if first_nccl.is_none() && parser.report.nccl_segments > 0 {
                 first_nccl = Some(no);
@@ -406,5 +424,6 @@ where
         overlong,
         first_nccl,
         first_line,
+        bench,
     })
 }

@@ -79,6 +79,9 @@ pub struct ReadOptions {
     /// turn it off: a 100,000-file job would otherwise hold ~10 KB of samples
     /// per file through its analyses. Counts are kept either way.
     pub samples: bool,
+    /// Files that are nccl-tests output too: their tables are read in the
+    /// same pass ([`crate::nccl_tests::BenchTables`]), not in a second one.
+    pub bench_tables: Option<std::sync::Arc<crate::nccl_tests::BenchTables>>,
 }
 
 impl Default for ReadOptions {
@@ -91,6 +94,7 @@ impl Default for ReadOptions {
             mmap: true,
             chunk_bytes: None,
             samples: true,
+            bench_tables: None,
         }
     }
 }
@@ -115,6 +119,7 @@ fn read_lines<L: LineSource>(
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
     let mut parser = LogParser::with_fast_paths(opts.fast_paths);
+    let mut bench = opts.bench_tables.as_ref().and_then(|b| b.scan_for(path, opts.max_line));
     let mut first_line: Option<String> = None;
     let mut next_progress = 4u64 << 20;
     let mut reported = 0u64;
@@ -127,6 +132,9 @@ fn read_lines<L: LineSource>(
                 return Err(IngestError::Binary { path: path.to_path_buf() });
             }
             first_line = Some(crate::bytes::sample(line, 120));
+        }
+        if let Some(b) = bench.as_mut() {
+            b.line(line, line_no);
         }
         parser.feed_line(line, line_no, sink);
         if line_no == opts.sniff_lines && parser.report.nccl_segments == 0 {
@@ -165,6 +173,9 @@ fn read_lines<L: LineSource>(
     }
     if let Some(p) = &opts.progress {
         p(reader.bytes_read() - reported);
+    }
+    if let (Some(scan), Some(b)) = (bench, &opts.bench_tables) {
+        b.put(path, scan);
     }
     let mut table = parser.table;
     table.sources.push(report.path.clone());
