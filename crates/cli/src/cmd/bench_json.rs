@@ -63,10 +63,11 @@ impl Serialize for Rows<'_> {
 impl Serialize for Run<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let r = self.0;
-        let mut m = s.serialize_map(Some(9))?;
+        let mut m = s.serialize_map(Some(10))?;
         m.serialize_entry("avg_busbw_gb_s", &r.avg_busbw_gb_s)?;
         m.serialize_entry("gpu_models", &r.gpu_models)?;
         m.serialize_entry("gpus_per_host", &r.gpus_per_host)?;
+        m.serialize_entry("gpus_per_thread", &r.gpus_per_thread)?;
         m.serialize_entry("header_line", &r.header_line)?;
         m.serialize_entry("hosts", &r.hosts)?;
         m.serialize_entry("kind", &r.kind)?;
