@@ -374,7 +374,7 @@ fn comm_samples(
                 .map(|d| (t.comms[m.ix()].rank, d, &by_handle[m.ix()][..]))
         })
         .collect();
-    let op = |d: DevIdx, i: u32| &t.per_rank[d.ix()][i as usize];
+    let op = |d: DevIdx, i: u32| t.per_rank[d.ix()].op(i as usize);
     let dur = |o: &CollOp| o.gpu.map(|g| g.end_ns - g.start_ns).filter(|&x| x > 0);
     let has_p2p = handles
         .iter()
@@ -403,7 +403,7 @@ fn comm_samples(
         let mut pair_seq: HashMap<(u32, u32), u64> = HashMap::default();
         for &i in idx {
             let o = op(d, i);
-            let timed_op = dur(o).is_some();
+            let timed_op = dur(&o).is_some();
             timed += timed_op as u64;
             if !o.kind.is_p2p() {
                 let k = if has_p2p { ordinal } else { o.comm_seq };
@@ -463,12 +463,12 @@ fn comm_samples(
         let o = op(handles[m0 as usize].1, i0);
         let paired = entries.len() >= 2;
         samples.push(Sample {
-            key: key_of(o),
-            iter: iter_of.of(handles[m0 as usize].1.ix(), i0 as usize, o),
+            key: key_of(&o),
+            iter: iter_of.of(handles[m0 as usize].1.ix(), i0 as usize, &o),
             value,
             longest,
             time,
-            bus: bus_of(o, if o.kind.is_p2p() { 2 } else { n }),
+            bus: bus_of(&o, if o.kind.is_p2p() { 2 } else { n }),
             bytes: o.size(),
             instance: if o.kind.is_p2p() && !paired {
                 o.line

@@ -227,7 +227,7 @@ fn send_recv_pairs_are_lone_or_judged_on_the_shorter_kernel() {
     let p2p = |b: &mut Builder, c: CommIdx, kind, peer, span| {
         let i = b.op(c, kind, DataType::Float32, COUNT, Some(span));
         let d = b.t.comms[c.ix()].device.unwrap();
-        b.t.per_rank[d.ix()][i].peer = Some(peer);
+        b.t.per_rank[d.ix()].update(i, |o| o.peer = Some(peer));
     };
     for i in 0..30 {
         // The receiver posts early and waits (long kernel) every time; pair 20 is slow on both.

@@ -66,7 +66,7 @@ pub struct BandwidthOptions {
     pub estimate_unknown: bool,
 }
 
-/// Identity of an operation: `table.per_rank[dev][index]`.
+/// Identity of an operation: `table.per_rank[dev].op(index)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct OpRef {
     pub dev: DevIdx,

@@ -134,7 +134,7 @@ fn table_records_and_aggregates() {
     for (k, &c) in w.iter().enumerate() {
         let d = 619_492 * (k as i64 + 1);
         let i = b.op(c, OpKind::AllReduce, DataType::Float16, 2_097_152, Some((0, d)));
-        b.t.per_rank[devs[k].ix()][i].algo = Some(Algorithm::Ring);
+        b.t.per_rank[devs[k].ix()].update(i, |o| o.algo = Some(Algorithm::Ring));
     }
     // TP AllGathers of 1 MiB per rank in 0.1 ms, one with zero duration, one without span.
     b.op(h[0], OpKind::AllGather, DataType::Uint8, 1 << 20, Some((10, 100_010)));

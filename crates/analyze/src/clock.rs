@@ -159,7 +159,7 @@ fn match_instances(t: &OpTable, l: LogicalCommIdx, by_handle: &[Vec<u32>], point
     let lc = &t.logical[l.ix()];
     let members: Vec<(CommIdx, DevIdx)> =
         lc.members.iter().filter_map(|&m| t.comms[m.ix()].device.map(|d| (m, d))).collect();
-    let ops_of = |c: CommIdx, d: DevIdx| by_handle[c.ix()].iter().map(move |&i| &t.per_rank[d.ix()][i as usize]);
+    let ops_of = |c: CommIdx, d: DevIdx| by_handle[c.ix()].iter().map(move |&i| t.per_rank[d.ix()].op(i as usize));
     let has_p2p = members.iter().any(|&(c, d)| ops_of(c, d).any(|o| o.kind.is_p2p()));
     let key = if has_p2p { MatchKey::CollectiveOrdinal } else { MatchKey::CommSeq };
     // Per key: (member position, kind, bytes, instant).
@@ -486,9 +486,7 @@ impl ClockSync {
             let off = self.offset_ns(DevIdx(d as u32));
             originals.push(ops.iter().map(|op| op.gpu).collect());
             if let Some(off) = off {
-                for op in ops.iter_mut() {
-                    op.gpu = op.gpu.map(|s| Self::shift(s, off));
-                }
+                ops.update_all(|_, op| op.gpu = op.gpu.map(|s| Self::shift(s, off)));
             }
         }
         originals

@@ -173,7 +173,7 @@ pub fn detect_iterations_with(
             let k = a.kinds.entry(op.kind).or_default();
             (k.0, k.1) = (k.0 + 1, k.1.saturating_add(op.bytes));
             if classification.is_some() {
-                let c = a.classes.entry(class(op)).or_default();
+                let c = a.classes.entry(class(&op)).or_default();
                 (c.0, c.1) = (c.0 + 1, c.1.saturating_add(op.bytes));
             }
         }

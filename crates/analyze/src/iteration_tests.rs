@@ -43,7 +43,7 @@ fn iterations_from_ranges() {
     for (r, ts) in times.iter().enumerate() {
         for (i, &ts) in ts.iter().enumerate() {
             let k = b.op(h[r], OpKind::AllReduce, DataType::Float32, 1 + i as u64, None);
-            b.t.per_rank[r][k].cpu_ts_ns = Some(ts);
+            b.t.per_rank[r].update(k, |o| o.cpu_ts_ns = Some(ts));
         }
     }
     // Out of order on purpose: iterations follow start times.

@@ -116,7 +116,7 @@ impl Aggregate {
     pub fn from_table(t: &OpTable) -> Aggregate {
         let mut a = Aggregate::default();
         for op in t.ops() {
-            a.add(op);
+            a.add(&op);
         }
         a
     }

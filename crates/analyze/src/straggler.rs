@@ -286,7 +286,7 @@ fn analyze_comm(t: &OpTable, l: LogicalCommIdx, by_handle: &[Vec<u32>], cfg: &St
     let lc = &t.logical[l.ix()];
     let members: Vec<(CommIdx, DevIdx)> =
         lc.members.iter().filter_map(|&m| t.comms[m.ix()].device.map(|d| (m, d))).collect();
-    let op = |_: CommIdx, d: DevIdx, i: u32| &t.per_rank[d.ix()][i as usize];
+    let op = |_: CommIdx, d: DevIdx, i: u32| t.per_rank[d.ix()].op(i as usize);
     let has_p2p = members.iter().any(|&(c, d)| by_handle[c.ix()].iter().any(|&i| op(c, d, i).kind.is_p2p()));
     let key = if has_p2p { MatchKey::CollectiveOrdinal } else { MatchKey::CommSeq };
     // Per member: (key, op index) of its collectives, in key order.
@@ -333,7 +333,7 @@ fn analyze_comm(t: &OpTable, l: LogicalCommIdx, by_handle: &[Vec<u32>], cfg: &St
     let mut instances = Vec::new();
     let mut window_fill = 0usize;
     // Reused per instance: (member position, op).
-    let mut entries: Vec<(usize, &CollOp)> = Vec::with_capacity(members.len());
+    let mut entries: Vec<(usize, CollOp)> = Vec::with_capacity(members.len());
     // (member position, start, end) of the timed entries.
     let mut timed: Vec<(usize, i64, Option<i64>)> = Vec::with_capacity(members.len());
     // K-way merge of the members' key-ordered lists: each step takes the

@@ -170,11 +170,11 @@ fn cpu_timestamps_and_disagreeing_members() {
             // Rank 3 logs a different size for instance 1.
             let count = if r == 3 && i == 1 { 8 } else { 1024 };
             let k = b.op(c, OpKind::AllGather, DataType::Float32, count, None);
-            b.t.per_rank[devs[r].ix()][k].cpu_ts_ns = Some(1_000 * i as i64 + [0, 40, 10, 20][r]);
+            b.t.per_rank[devs[r].ix()].update(k, |o| o.cpu_ts_ns = Some(1_000 * i as i64 + [0, 40, 10, 20][r]));
         }
     }
     // A rank without any time in one instance.
-    b.t.per_rank[0][2].cpu_ts_ns = None;
+    b.t.per_rank[0].update(2, |o| o.cpu_ts_ns = None);
     let rep = analyze_stragglers(&b.t, &keep_all());
     assert!(rep.cpu_timestamps);
     assert_eq!((rep.gpu_instances, rep.cpu_instances), (0, 3));
@@ -209,9 +209,7 @@ fn generated_run_with_a_delayed_rank() {
     // Delay every enqueue of global rank 5 by 3 s: it becomes the last
     // arriver of every instance it takes part in, 3 s late on average.
     let d5 = DevIdx(t.devices.iter().position(|d| d.global_rank == Some(5)).unwrap() as u32);
-    for op in &mut t.per_rank[d5.ix()] {
-        op.cpu_ts_ns = op.cpu_ts_ns.map(|x| x + 3_000_000_000);
-    }
+    t.per_rank[d5.ix()].update_all(|_, op| op.cpu_ts_ns = op.cpu_ts_ns.map(|x| x + 3_000_000_000));
     let rep = analyze_stragglers(&t, &StragglerConfig::default());
     let r5 = rep.ranks.iter().find(|r| r.dev == d5).unwrap();
     assert_eq!(r5.last, r5.instances);

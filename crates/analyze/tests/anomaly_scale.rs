@@ -25,7 +25,7 @@ fn table() -> OpTable {
             global_rank: Some(r as u32),
             local_rank: None,
         });
-        t.per_rank.push(Vec::with_capacity(COMMS * INSTANCES));
+        t.per_rank.push(commlens_core::RankOps::with_capacity(COMMS * INSTANCES));
     }
     for c in 0..COMMS {
         let mut members = Vec::new();

@@ -9,6 +9,7 @@
 //! * [`model`]: processes, devices (ranks), per-process communicator handles,
 //!   logical communicators and the [`model::CollOp`] record, gathered in an
 //!   [`model::OpTable`];
+//! * [`rank_ops`]: the packed storage of one rank's operations;
 //! * [`topo`]: the hardware topology graph NCCL prints at init;
 //! * [`tuning`]: what NCCL logs about its tuning (search graphs, thresholds, the
 //!   latency/bandwidth table);
@@ -24,6 +25,7 @@ pub mod enums;
 pub mod inflight;
 pub mod jobs;
 pub mod model;
+pub mod rank_ops;
 pub mod topo;
 pub mod tuning;
 
@@ -32,4 +34,5 @@ pub use model::{
     CollOp, CommIdx, CommMember, DevIdx, Device, GpuSpan, LogicalComm, LogicalCommIdx, OpTable,
     ProcIdx, Process, SourceKind,
 };
+pub use rank_ops::RankOps;
 pub use topo::{LinkKind, NodeKind, Topology};

@@ -9,6 +9,7 @@
 //! can run in parallel and stream.
 
 use crate::enums::{Algorithm, DataType, NcclVersion, OpKind, Protocol, RedOp};
+use crate::rank_ops::RankOps;
 use crate::topo::Topology;
 use serde::{Deserialize, Serialize};
 
@@ -260,11 +261,29 @@ pub struct CollOp {
     /// CPU enqueue time (epoch ns) when the source had timestamps.
     pub cpu_ts_ns: Option<i64>,
     pub gpu: Option<GpuSpan>,
-    pub kernel: Option<Box<KernelInfo>>,
+    /// Shared, so that reading an operation out of [`crate::RankOps`] never allocates.
+    #[serde(default, with = "shared_kernel")]
+    pub kernel: Option<std::sync::Arc<KernelInfo>>,
     /// 1-based line (or record) number in the source file.
     pub line: u64,
     /// Rebuilt from a line broken by interleaved writers; trailing fields may be missing.
     pub recovered: bool,
+}
+
+/// Serde of the shared kernel: the same JSON as a plain `Option<KernelInfo>`
+/// (serde's `rc` feature is not enabled in the workspace).
+mod shared_kernel {
+    use super::KernelInfo;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(k: &Option<Arc<KernelInfo>>, s: S) -> Result<S::Ok, S::Error> {
+        k.as_deref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<KernelInfo>>, D::Error> {
+        Ok(Option::<KernelInfo>::deserialize(d)?.map(Arc::new))
+    }
 }
 
 impl CollOp {
@@ -317,20 +336,26 @@ pub struct OpTable {
     pub devices: Vec<Device>,
     pub comms: Vec<CommMember>,
     pub logical: Vec<LogicalComm>,
-    /// `per_rank[d]`: operations of device `d`, in source order.
-    pub per_rank: Vec<Vec<CollOp>>,
+    /// `per_rank[d]`: operations of device `d`, in source order, packed.
+    pub per_rank: Vec<RankOps>,
     /// One topology per host (first block NCCL printed there).
     pub topologies: Vec<Topology>,
 }
 
 impl OpTable {
     pub fn n_ops(&self) -> usize {
-        self.per_rank.iter().map(Vec::len).sum()
+        self.per_rank.iter().map(RankOps::len).sum()
     }
 
-    /// Iterates over all operations, rank after rank.
-    pub fn ops(&self) -> impl Iterator<Item = &CollOp> {
+    /// Iterates over all operations, rank after rank (materialised rows).
+    pub fn ops(&self) -> impl Iterator<Item = CollOp> + Clone + '_ {
         self.per_rank.iter().flatten()
+    }
+
+    /// Heap bytes of the operations (rows and their side tables), for
+    /// measuring the memory per operation.
+    pub fn op_bytes(&self) -> usize {
+        self.per_rank.iter().map(RankOps::heap_bytes).sum()
     }
 
     pub fn comm(&self, c: CommIdx) -> &CommMember {
@@ -362,5 +387,12 @@ mod size_guard {
     #[test]
     fn coll_op_stays_small() {
         assert!(std::mem::size_of::<super::CollOp>() <= 192, "{}", std::mem::size_of::<super::CollOp>());
+    }
+
+    /// What the table stores per operation: a packed row (the side tables
+    /// are shared by the operations of a rank).
+    #[test]
+    fn stored_row_is_at_most_64_bytes() {
+        assert!(crate::rank_ops::ROW_BYTES <= 64, "{}", crate::rank_ops::ROW_BYTES);
     }
 }

@@ -22,7 +22,7 @@
 //! arguments of each drawn event, and how it is counted in the
 //! [`TraceSummary`], are decided here too, once for both writers.
 
-use commlens_core::{CollOp, OpTable};
+use commlens_core::{CollOp, OpTable, RankOps};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -75,6 +75,12 @@ impl From<bool> for ArgValue {
 pub trait Enrich {
     /// Arguments appended after the table's own for `op`.
     fn args(&self, op: &CollOp) -> Vec<(&'static str, ArgValue)>;
+    /// The same for the operation at index `i` of device `d` (the exporters
+    /// know where each operation sits; the table stores them packed, so an
+    /// operation's address does not say it).
+    fn args_at(&self, _d: usize, _i: usize, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
+        self.args(op)
+    }
     /// Label of `op` on the per-rank classification track (e.g. `"TP"`);
     /// `None` labels it with its communicator.
     fn class_label(&self, _op: &CollOp) -> Option<String> {
@@ -291,7 +297,8 @@ pub(crate) fn layout_rank<'a>(
     enrich: &dyn Enrich,
     opts: &TraceOptions,
 ) -> RankLayout<'a> {
-    let ops = table.per_rank.get(d).map_or(&[][..], Vec::as_slice);
+    let empty = RankOps::new();
+    let ops = table.per_rank.get(d).unwrap_or(&empty);
     let off = opts.time_offset_ns;
     let mut raw: Vec<Raw<'a>> = Vec::new();
     let mut untimed = 0;
@@ -310,12 +317,12 @@ pub(crate) fn layout_rank<'a>(
         };
         raw.push(Raw { kind, start, end, op: i as u32, label: None });
         if opts.comm_track {
-            let label = match enrich.class_label(op) {
+            let label = match enrich.class_label(&op) {
                 Some(l) => {
                     class_named = true;
                     Cow::Owned(l)
                 }
-                None => comm_name(table, op),
+                None => comm_name(table, &op),
             };
             raw.push(Raw { kind: TrackKind::Class, start, end, op: i as u32, label: Some(label) });
         }
@@ -436,7 +443,15 @@ pub fn op_args(table: &OpTable, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
 /// The table's arguments of `op` ([`op_args`]) followed by the enrichment's;
 /// an enrichment argument replaces a table argument of the same name.
 pub fn merged_args(table: &OpTable, op: &CollOp, enrich: &dyn Enrich) -> Vec<(&'static str, ArgValue)> {
-    let extra = enrich.args(op);
+    merge_args(table, op, enrich.args(op))
+}
+
+/// [`merged_args`] of the operation at index `i` of device `d`.
+pub fn merged_args_at(table: &OpTable, d: usize, i: usize, op: &CollOp, enrich: &dyn Enrich) -> Vec<(&'static str, ArgValue)> {
+    merge_args(table, op, enrich.args_at(d, i, op))
+}
+
+fn merge_args(table: &OpTable, op: &CollOp, extra: Vec<(&'static str, ArgValue)>) -> Vec<(&'static str, ArgValue)> {
     let mut a = op_args(table, op);
     if !extra.is_empty() {
         a.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
@@ -456,8 +471,8 @@ pub(crate) fn class_args(table: &OpTable, op: &CollOp) -> Vec<(&'static str, Arg
 }
 
 /// The operation behind an event of device `d`.
-pub(crate) fn op_at(table: &OpTable, d: usize, op: u32) -> &CollOp {
-    &table.per_rank[d][op as usize]
+pub(crate) fn op_at(table: &OpTable, d: usize, op: u32) -> CollOp {
+    table.per_rank[d].op(op as usize)
 }
 
 /// Name, category and arguments of a drawn event.
@@ -474,11 +489,11 @@ pub(crate) fn event_content<'x>(
     e: &'x Placed<'_>,
     enrich: &dyn Enrich,
 ) -> Named<'x> {
-    let op = op_at(table, d, e.op);
+    let op = &op_at(table, d, e.op);
     match (&e.label, lay.tracks[e.track as usize].kind) {
         (Some(l), _) => (l.as_ref(), "comm", class_args(table, op)),
-        (None, TrackKind::Gpu { .. }) => (op.kind.name(), "nccl", merged_args(table, op, enrich)),
-        (None, _) => (op.kind.name(), "nccl_enqueue", merged_args(table, op, enrich)),
+        (None, TrackKind::Gpu { .. }) => (op.kind.name(), "nccl", merged_args_at(table, d, e.op as usize, op, enrich)),
+        (None, _) => (op.kind.name(), "nccl_enqueue", merged_args_at(table, d, e.op as usize, op, enrich)),
     }
 }
 

@@ -158,7 +158,7 @@ fn offset_and_no_comm_track() {
 fn args_cover_every_field() {
     // Every optional field of the first op is set; each shows up as an argument.
     let t = hand_table();
-    let keys: Vec<&str> = op_args(&t, &t.per_rank[0][0]).iter().map(|(k, _)| *k).collect();
+    let keys: Vec<&str> = op_args(&t, &t.per_rank[0].op(0)).iter().map(|(k, _)| *k).collect();
     for k in [
         "kind",
         "count",

@@ -33,7 +33,7 @@ fn check_args(table: &OpTable, check: &PerfettoCheck, enrich: &dyn Enrich) -> us
         let (track_name, parent, _) = &check.tracks[&e.track];
         let rank = check.tracks[&parent.unwrap()].0.split(' ').nth(1).unwrap().parse::<u32>().unwrap();
         let d = table.devices.iter().position(|x| x.global_rank == Some(rank)).unwrap();
-        let hit = table.per_rank[d].iter().any(|o: &CollOp| named(&merged_args(table, o, enrich)) == e.args);
+        let hit = table.per_rank[d].iter().any(|o: CollOp| named(&merged_args(table, &o, enrich)) == e.args);
         assert!(hit, "annotations of {} on {track_name} match no op: {:?}", e.name, e.args);
         if e.category == "nccl_enqueue" {
             assert_eq!(e.end, Some(e.start), "CPU-only operations are instants");
@@ -93,7 +93,7 @@ fn hand_table_packets_tracks_slices() {
     assert_eq!(cpu[0].category, "nccl_enqueue");
     let a = &s7[0];
     assert_eq!(a.name, "AllReduce");
-    assert_eq!(a.args, named(&merged_args(&t, &t.per_rank[0][0], &NoEnrich)));
+    assert_eq!(a.args, named(&merged_args(&t, &t.per_rank[0].op(0), &NoEnrich)));
     assert!(a.args.contains(&("sendbuff".into(), ArgValue::Ptr(0x1461be300000))));
     assert!(a.args.contains(&("correlation_id".into(), ArgValue::Uint(511438))));
     assert_eq!(check_args(&t, &c, &NoEnrich), 8);
@@ -145,7 +145,7 @@ fn enrichment_annotations() {
 #[test]
 fn negative_times_are_shifted() {
     let mut t = hand_table();
-    t.per_rank[0][0].gpu = Some(GpuSpan { start_ns: -500, end_ns: 800 });
+    t.per_rank[0].update(0, |o| o.gpu = Some(GpuSpan { start_ns: -500, end_ns: 800 }));
     let (buf, _) = export(&t, &NoEnrich, &TraceOptions::default());
     let c = check_perfetto(&buf);
     let min = c.events.iter().map(|e| e.start).min().unwrap();
@@ -169,7 +169,7 @@ fn empty_table_is_a_valid_trace() {
     assert!(c.events.is_empty());
     // A table with ranks but no operations: process tracks only.
     let mut t = hand_table();
-    t.per_rank.iter_mut().for_each(Vec::clear);
+    t.per_rank.iter_mut().for_each(commlens_core::RankOps::clear);
     let (buf, sum) = export(&t, &NoEnrich, &TraceOptions::default());
     let c = check_perfetto(&buf);
     assert_eq!((c.packets, sum.processes, sum.tracks), (2, 2, 0));

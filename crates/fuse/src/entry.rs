@@ -75,8 +75,8 @@ impl LogEntry {
     }
 
     /// Converts one rank's operations (`OpTable::per_rank[d]`), keeping their order.
-    pub fn from_coll_ops(ops: &[CollOp]) -> Vec<LogEntry> {
-        ops.iter().map(LogEntry::from_coll_op).collect()
+    pub fn from_coll_ops<O: std::borrow::Borrow<CollOp>>(ops: impl IntoIterator<Item = O>) -> Vec<LogEntry> {
+        ops.into_iter().map(|o| LogEntry::from_coll_op(o.borrow())).collect()
     }
 
     /// The key that groups records by execution queue: the stream pointer when

@@ -350,15 +350,16 @@ fn attach(
             out.low_confidence += 1;
         }
         for &l in m.logs() {
-            let op = &mut ops[l as usize];
             out.matched_logs += 1;
             confidence[l as usize] = Some(m.confidence);
-            if op.gpu.is_none() {
-                op.gpu = Some(GpuSpan { start_ns: base + k.start_ns, end_ns: base + k.end_ns });
-            }
-            if op.kernel.is_none() {
-                op.kernel = Some(Box::new(k.info()));
-            }
+            ops.update(l as usize, |op| {
+                if op.gpu.is_none() {
+                    op.gpu = Some(GpuSpan { start_ns: base + k.start_ns, end_ns: base + k.end_ns });
+                }
+                if op.kernel.is_none() {
+                    op.kernel = Some(std::sync::Arc::new(k.info()));
+                }
+            });
         }
     }
     if !a.matches.is_empty() {

@@ -40,13 +40,13 @@ fn strip(t: &OpTable, trace: &KernelTrace) -> (OpTable, Vec<Vec<Option<(i64, i64
                 .map(|o| o.gpu.map(|g| (g.start_ns, g.end_ns, o.kernel.as_ref().map_or(String::new(), |k| k.name.clone()))))
                 .collect(),
         );
-        for o in ops.iter_mut() {
+        ops.update_all(|_, o| {
             o.gpu = None;
             o.kernel = None;
             o.stream = None;
             o.algo = None;
             o.proto = None;
-        }
+        });
     }
     (s, truth)
 }
@@ -67,6 +67,7 @@ fn fusion_gives_each_call_its_profiler_linked_kernel() {
         assert!(report.unpaired_trace_ranks.is_empty() && report.unpaired_devices.is_empty(), "{name}");
         let (mut right, mut attached) = (0usize, 0usize);
         for (d, ops) in table.per_rank.iter().enumerate() {
+            let ops = &ops.to_vec();
             for (i, o) in ops.iter().enumerate() {
                 let Some(g) = o.gpu else { continue };
                 attached += 1;

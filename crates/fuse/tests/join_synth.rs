@@ -26,6 +26,7 @@ fn score(t: &OpTable, g: &GeneratedTraces) -> (f64, f64, usize) {
     let truth = g.truth.kernel_of_record();
     let (mut right, mut fused) = (0usize, 0usize);
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         let Some(rank) = t.devices[d].global_rank else { continue };
         for (i, op) in ops.iter().enumerate() {
             let Some(k) = &op.kernel else { continue };

@@ -42,7 +42,7 @@ type Key = (u64, String, usize);
 
 /// Keys of one rank's log records (None outside the steps).
 fn record_keys(table: &OpTable, d: usize) -> Vec<Option<Key>> {
-    let ops = &table.per_rank[d];
+    let ops = &table.per_rank[d].to_vec();
     let p2p = |k: OpKind| k.is_p2p();
     // Per (communicator, class): distinct opCounts in order.
     let class_of = |k: OpKind| if p2p(k) { OpKind::SendRecv } else { k };

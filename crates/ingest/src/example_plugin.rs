@@ -334,7 +334,7 @@ mod tests {
         read_ops(Path::new("t"), TRACE.as_bytes(), &PluginOptions::default(), &mut |o| add_op(&mut b, &o, &host))
             .unwrap();
         let t = b.finish();
-        let ops = &t.per_rank[0];
+        let ops = &t.per_rank[0].to_vec();
         assert_eq!((ops.len(), ops[0].bytes, ops[0].channels, ops[0].cpu_ts_ns), (2, 16, Some((1, 2)), Some(10_500)));
         assert_eq!((ops[1].bytes, ops[1].channels, ops[1].seq, ops[1].comm_seq), (8, Some((0, 1)), 8, 1));
     }

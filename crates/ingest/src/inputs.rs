@@ -469,6 +469,7 @@ where
     // Folded processes interleave; restore source order per rank.
     for r in &mut table.per_rank {
         r.sort_by_key(|op| op.line);
+        r.shrink_to_fit();
     }
     commlens_core::assemble::assemble(&mut table);
     // Remaps indexed by the original file position, so per_op's index works.

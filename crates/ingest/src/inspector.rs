@@ -351,7 +351,7 @@ mod tests {
         .unwrap();
         let t = b.finish();
         assert_eq!((t.devices.len(), t.comms.len(), t.n_ops()), (1, 1, 2));
-        let ops = &t.per_rank[0];
+        let ops = &t.per_rank[0].to_vec();
         assert_eq!(ops[0].gpu, Some(GpuSpan { start_ns: 110_000, end_ns: 160_000 }));
         assert_eq!((ops[0].bytes, ops[0].channels, ops[0].cpu_ts_ns), (1024, Some((0, 1)), Some(100_000)));
         assert_eq!(ops[1].gpu, None, "collective_cpu timing is not a GPU span");

@@ -71,7 +71,7 @@ impl Merger {
                 }
                 None => {
                     out.devices.push(d);
-                    out.per_rank.push(Vec::new());
+                    out.per_rank.push(commlens_core::RankOps::new());
                     let i = DevIdx(out.devices.len() as u32 - 1);
                     devs.insert(key, i);
                     i
@@ -118,8 +118,8 @@ impl Merger {
         }
         for (i, mut ops) in part.per_rank.into_iter().enumerate() {
             // A rank's list whose operations all belong to it (the usual
-            // case) is remapped in place and, when its merged rank has none
-            // yet, moved whole: no copy, no spare capacity from growing.
+            // case) is renumbered in place, rows untouched, and, when its
+            // merged rank has none yet, moved whole: no copy.
             let own = i < r.dev.len() && ops.iter().all(|op| op.dev.ix() == i);
             if !own {
                 for mut op in ops {
@@ -130,11 +130,7 @@ impl Merger {
                 }
                 continue;
             }
-            for op in &mut ops {
-                op.proc = r.proc[op.proc.ix()];
-                op.dev = r.dev[i];
-                op.comm = r.comm[op.comm.ix()];
-            }
+            ops.remap(|p| r.proc[p.ix()], |_| r.dev[i], |c| r.comm[c.ix()]);
             let into = &mut out.per_rank[r.dev[i].ix()];
             if into.is_empty() {
                 *into = ops;

@@ -138,7 +138,7 @@ pub fn trace_to_table(t: &mut PluginTrace) -> OpTable {
         m.init_complete = true;
         table.comms.push(m);
     }
-    table.per_rank = vec![Vec::new(); table.devices.len()];
+    table.per_rank = vec![commlens_core::RankOps::new(); table.devices.len()];
     let clocks = gpu_clocks(t, &dev_of_comm, table.devices.len());
     let mut kernels: HashMap<u64, (u64, u64)> = HashMap::new();
     for e in &t.events {

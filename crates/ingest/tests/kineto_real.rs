@@ -235,7 +235,7 @@ fn newer_kineto_metadata_b200() {
     assert_eq!(t.stats.other_comm_kernels.iter().map(|(_, n)| n).sum::<u64>(), 73);
     assert!(t.warnings.iter().any(|w| w.contains("73 communication kernels")), "{:?}", t.warnings);
     let (table, _) = kineto::to_op_table(std::slice::from_ref(&t));
-    let op = &table.per_rank[0][0];
+    let op = &table.per_rank[0].op(0);
     assert_eq!((op.kind, op.count, op.bytes), (OpKind::AllGather, 25136, 50272));
     let comm = &table.comms[op.comm.ix()];
     assert_eq!((comm.nranks, comm.rank), (Some(8), Some(0)));

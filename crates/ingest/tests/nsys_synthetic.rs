@@ -243,6 +243,7 @@ fn full_export_two_processes() {
     let (table, notes) = nsys::to_op_table(std::slice::from_ref(&t));
     assert_eq!((notes.ops, notes.kernels_without_kind), (10, 2));
     for (d, ops) in table.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         assert_eq!(ops.len(), 5);
         let kinds: Vec<OpKind> = ops.iter().map(|o| o.kind).collect();
         use OpKind::*;

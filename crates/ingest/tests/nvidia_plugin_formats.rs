@@ -51,6 +51,7 @@ fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
 fn check_invariants(t: &OpTable) {
     assert_eq!(t.per_rank.len(), t.devices.len());
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         for op in ops {
             assert_eq!(op.dev.ix(), d);
             assert_eq!(t.comms[op.comm.ix()].device, Some(op.dev));
@@ -152,7 +153,7 @@ fn inspector_four_ranks_golden() {
         assert_eq!(t.devices[d.ix()].global_rank, Some(*rank), "global rank = Inspector rank");
         assert_eq!(t.processes[c.proc.ix()].host, "stone");
         assert_eq!((c.nranks, c.n_nodes), (Some(4), Some(1)));
-        let ops = &t.per_rank[d.ix()];
+        let ops = &t.per_rank[d.ix()].to_vec();
         assert_eq!(ops.len(), *records);
         // Rows in completion order = file order here: sizes, seq, timing match record by record.
         assert_eq!(ops.iter().map(|o| o.bytes).collect::<Vec<_>>(), sizes);
@@ -180,7 +181,7 @@ fn inspector_readme_examples() {
     let one = |f: &str| {
         let (t, r) = inspector::load_path(&dir.join(f), &opts()).unwrap();
         assert_eq!((r.records, r.ops, r.skipped()), (1, 1, 0));
-        t.per_rank[0][0].clone()
+        t.per_rank[0].op(0).clone()
     };
     let a = one("nccl-master-inspector-README-coll_perf-example.json");
     assert_eq!((a.kind, a.bytes, a.seq), (OpKind::AllReduce, 17_179_869_184, 1407));
@@ -196,7 +197,7 @@ fn inspector_readme_examples() {
     )
     .unwrap();
     let c = &t.comms[0];
-    assert_eq!((c.rank, c.nranks, c.n_nodes, t.per_rank[0][0].bytes), (Some(31), Some(32), Some(4), 65536));
+    assert_eq!((c.rank, c.nranks, c.n_nodes, t.per_rank[0].op(0).bytes), (Some(31), Some(32), Some(4), 65536));
 }
 
 /// Operations of the 4-rank ring dump, computed independently from the raw
@@ -244,6 +245,7 @@ fn example_plugin_ring_dump_golden() {
     assert_eq!(t.logical.len(), 1);
     assert_eq!((t.logical[0].comm_id, t.logical[0].members.len()), (Some(12_715_772_615_376_301_750), 4));
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         let rank = t.comms[ops[0].comm.ix()].rank.unwrap();
         assert_eq!(t.devices[d].global_rank, Some(rank));
         assert_eq!(t.devices[d].cuda_dev, Some(rank), "k-th rank seen in the process = k-th GPU");
@@ -288,7 +290,7 @@ fn example_plugin_readme_excerpts() {
         r.problems()
     );
     assert_eq!((r.unmatched_ends, r.unclosed_ops), (1, 1), "its end event was cut out");
-    let o = &t.per_rank[0][0];
+    let o = &t.per_rank[0].op(0);
     assert_eq!(
         (o.kind, o.seq, o.bytes, o.algo.unwrap().name(), o.proto.unwrap().name()),
         (OpKind::AllReduce, 0, 1 << 20, "RING", "SIMPLE")
@@ -299,7 +301,7 @@ fn example_plugin_readme_excerpts() {
         example_plugin::load_path(&dir.join("nccl-v2.25.1-ext-profiler-example-README-trace-excerpt.txt"), &opts())
             .unwrap();
     assert_eq!((r.ops, r.unmatched_ends, r.unclosed_ops, r.skipped()), (1, 0, 0, 1));
-    let o = &t.per_rank[0][0];
+    let o = &t.per_rank[0].op(0);
     assert_eq!((t.comms[0].rank, o.count, o.channels, o.gpu), (Some(1), 32768, Some((0, 1)), None));
     assert_eq!(o.proto.unwrap().name(), "LL");
 }

@@ -253,13 +253,13 @@ fn check_indices(t: &OpTable) -> Result<(), WriteError> {
     }
     for op in t.ops() {
         if op.proc.ix() >= t.processes.len() {
-            return bad("process", op.proc.ix(), op);
+            return bad("process", op.proc.ix(), &op);
         }
         if op.dev.ix() >= t.devices.len() {
-            return bad("device", op.dev.ix(), op);
+            return bad("device", op.dev.ix(), &op);
         }
         if op.comm.ix() >= t.comms.len() {
-            return bad("communicator", op.comm.ix(), op);
+            return bad("communicator", op.comm.ix(), &op);
         }
     }
     Ok(())

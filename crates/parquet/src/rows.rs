@@ -259,7 +259,7 @@ impl Builder {
         let t = &mut self.t;
         Ok(*self.devs.entry((proc, [global_rank, local_rank, cuda_dev])).or_insert_with(|| {
             t.devices.push(Device { proc, cuda_dev, nvml_dev: None, bus_id: None, global_rank, local_rank });
-            t.per_rank.push(Vec::new());
+            t.per_rank.push(commlens_core::RankOps::new());
             DevIdx(t.devices.len() as u32 - 1)
         }))
     }
@@ -313,9 +313,9 @@ impl Builder {
         Ok(i)
     }
 
-    fn kernel(&mut self, g: &Group, r: usize) -> Result<Option<Box<KernelInfo>>, Bad> {
+    fn kernel(&mut self, g: &Group, r: usize) -> Result<Option<std::sync::Arc<KernelInfo>>, Bad> {
         let Some(name) = g.kernel_name.at(r) else { return Ok(None) };
-        Ok(Some(Box::new(KernelInfo {
+        Ok(Some(std::sync::Arc::new(KernelInfo {
             name: text("kernel_name", name)?.to_string(),
             grid: [
                 self.u32_req("grid_x", g.grid_x.get(r))?,

@@ -283,11 +283,13 @@ pub(crate) fn write_selected<W: Write + Send>(
     };
     let n_rows: usize = devices.iter().map(|d| table.per_rank[d.ix()].len()).sum();
     let mut ops = devices.iter().flat_map(|d| table.per_rank[d.ix()].iter());
-    let mut rows: Vec<Row<'_>> = Vec::with_capacity(group.min(n_rows));
+    // Rows are materialised one row group at a time (the table stores them packed).
+    let mut group_ops: Vec<CollOp> = Vec::with_capacity(group.min(n_rows));
     let (mut start, mut row_groups) = (0usize, 0usize);
     loop {
-        rows.clear();
-        rows.extend(ops.by_ref().take(group).map(|op| Row { ctx: &ctx, op }));
+        group_ops.clear();
+        group_ops.extend(ops.by_ref().take(group));
+        let rows: Vec<Row<'_>> = group_ops.iter().map(|op| Row { ctx: &ctx, op }).collect();
         if rows.is_empty() {
             break;
         }

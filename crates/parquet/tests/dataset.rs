@@ -63,14 +63,14 @@ fn host_shards_hold_each_hosts_operations_and_extra_values() {
     let hosts: Vec<String> = files.shards.iter().map(|(_, v)| v[0].1.clone().unwrap()).collect();
     assert_eq!(hosts, vec!["node00", "node01", "node02", "node03"]);
 
-    let mut want: Vec<_> = t.ops().map(|op| key_of(&t, op)).collect();
+    let mut want: Vec<_> = t.ops().map(|op| key_of(&t, &op)).collect();
     let mut got = Vec::new();
     for (path, values) in &files.shards {
         let (shard, sum) = read_table(path).unwrap();
         check_shard(&shard, values).unwrap();
         assert!(shard.processes.iter().all(|p| Some(&p.host) == values[0].1.as_ref()));
         assert_eq!(sum.rows as usize, shard.n_ops());
-        got.extend(shard.ops().map(|op| key_of(&shard, op)));
+        got.extend(shard.ops().map(|op| key_of(&shard, &op)));
         let rb = read_back(path);
         assert_eq!(rb.kv["commlens.partition"], format!("host={}", values[0].1.as_ref().unwrap()));
         for row in &rb.rows {

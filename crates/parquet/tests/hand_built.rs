@@ -82,7 +82,7 @@ fn table() -> OpTable {
             start_ns: 1_000,
             end_ns: 26_500,
         }),
-        kernel: Some(Box::new(KernelInfo {
+        kernel: Some(std::sync::Arc::new(KernelInfo {
             name: "ncclDevKernel_AllReduce_Sum_f32_RING_LL128".into(),
             grid: [8, 1, 1],
             block: [640, 1, 1],
@@ -136,7 +136,7 @@ fn table() -> OpTable {
             DataType::Uint8,
         )
     };
-    t.per_rank = vec![vec![full, bare], vec![send, bcast, huge]];
+    t.per_rank = vec![vec![full, bare].into(), vec![send, bcast, huge].into()];
     t
 }
 
@@ -314,7 +314,7 @@ fn bad_options_and_tables_are_refused_before_the_file_exists() {
     ));
 
     let mut broken = table();
-    broken.per_rank[1][0].comm = CommIdx(99);
+    broken.per_rank[1].update(0, |o| o.comm = CommIdx(99));
     let err = write_table(&broken, &path, &WriteOptions::default()).unwrap_err();
     assert!(matches!(err, WriteError::InvalidTable(_)), "{err}");
     assert!(!path.exists());
@@ -342,7 +342,7 @@ fn schema_doc_lists_every_column() {
 #[ignore]
 fn throughput() {
     let mut t = table();
-    let template: Vec<CollOp> = t.per_rank.concat();
+    let template: Vec<CollOp> = t.ops().collect();
     for ops in t.per_rank.iter_mut() {
         ops.clear();
         for i in 0..1_000_000u64 {

@@ -89,8 +89,9 @@ fn renumbered(want: &OpTable, got: &OpTable) -> OpTable {
             LogicalComm { members: l.members.iter().map(|m| CommIdx(cm[m.ix()].unwrap() as u32)).collect(), ..l.clone() }
         })
         .collect();
-    out.per_rank = vec![Vec::new(); got.devices.len()];
+    out.per_rank = vec![commlens_core::RankOps::new(); got.devices.len()];
     for (d, ops) in want.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         if ops.is_empty() {
             continue;
         }
@@ -181,9 +182,9 @@ fn kineto_table_with_spans_and_kernels_comes_back_exactly() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn kernel(name: &str, big: bool) -> Option<Box<KernelInfo>> {
+fn kernel(name: &str, big: bool) -> Option<std::sync::Arc<KernelInfo>> {
     let m = if big { i32::MAX as u32 - 1 } else { 1 };
-    Some(Box::new(KernelInfo {
+    Some(std::sync::Arc::new(KernelInfo {
         name: name.into(),
         grid: [m, 0, 3],
         block: [640, m, 1],
@@ -298,7 +299,7 @@ fn edge_table() -> OpTable {
         CollOp { line: 2, ..op(2, 4, OpKind::Recv, 7, DataType::Float8E5M2) },
         CollOp { line: 3, redop: Some(RedOp::Unknown(i32::MIN)), ..op(2, 3, OpKind::AllToAll, 1, DataType::Unknown(i32::MAX)) },
     ];
-    t.per_rank = vec![ops0, ops1, ops2];
+    t.per_rank = vec![ops0.into(), ops1.into(), ops2.into()];
     t
 }
 
@@ -329,15 +330,15 @@ fn edge_cases_come_back_exactly() {
 fn clamped_values_come_back_as_the_maximum_and_are_counted() {
     let dir = tmpdir("rt-clamp");
     let mut t = edge_table();
-    t.per_rank[0][0].count = u64::MAX;
-    t.per_rank[0][0].line = i64::MAX as u64; // exactly the maximum: counted too
-    t.per_rank[1][0].root = Some(u32::MAX);
+    t.per_rank[0].update(0, |o| o.count = u64::MAX);
+    t.per_rank[0].update(0, |o| o.line = i64::MAX as u64); // exactly the maximum: counted too
+    t.per_rank[1].update(0, |o| o.root = Some(u32::MAX));
     let (r, s, w) = write_read(&t, &dir, &WriteOptions::default());
     assert_eq!(w.clamped_values, 2);
     assert_eq!(s.saturated_values, 3);
-    assert_eq!(r.per_rank[0][0].count, i64::MAX as u64);
-    assert_eq!(r.per_rank[0][0].line, i64::MAX as u64);
-    assert_eq!(r.per_rank[1][0].root, Some(i32::MAX as u32));
+    assert_eq!(r.per_rank[0].op(0).count, i64::MAX as u64);
+    assert_eq!(r.per_rank[0].op(0).line, i64::MAX as u64);
+    assert_eq!(r.per_rank[1].op(0).root, Some(i32::MAX as u32));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -351,14 +352,14 @@ fn what_is_not_stored_does_not_come_back() {
     for d in &mut t.devices {
         d.proc.0 += 1;
     }
-    for op in t.per_rank.iter_mut().flatten() {
-        op.proc.0 += 1;
+    for ops in t.per_rank.iter_mut() {
+        ops.update_all(|_, op| op.proc.0 += 1);
     }
     for c in &mut t.comms {
         c.proc.0 += 1;
     }
     t.devices.push(Device { proc: ProcIdx(0), cuda_dev: Some(0), nvml_dev: Some(3), bus_id: Some(0x17000), global_rank: Some(9), local_rank: None });
-    t.per_rank.push(Vec::new());
+    t.per_rank.push(commlens_core::RankOps::new());
     // Logical communicator 1 has no operations: the one after it moves up.
     t.comms.push(CommMember { device: Some(DevIdx(3)), logical: Some(LogicalCommIdx(1)), ..CommMember::new(ProcIdx(0), 0xdead) });
     t.logical.insert(1, LogicalComm { name: "gone".into(), comm_id: None, nranks: 1, members: vec![CommIdx(5)], grouping: Grouping::Single });

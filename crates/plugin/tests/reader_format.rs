@@ -89,7 +89,7 @@ fn builds_operations_from_api_parents_and_kernel_children() {
     assert_ne!(table.comms[0].device, table.comms[1].device);
     let ops: Vec<_> = table.ops().collect();
     assert_eq!(ops.len(), 1);
-    let op = ops[0];
+    let op = &ops[0];
     assert_eq!((op.kind, op.count, op.dtype, op.bytes), (OpKind::AllGather, 100, DataType::Float32, 400));
     assert_eq!((op.seq, op.channels, op.stream, op.tid, op.line), (5, Some((0, 1)), Some(0x77), 4242, 6));
     // CPU: epoch = mono + (real_ns − mono_ns) of the header, at the API call.

@@ -12,11 +12,11 @@ use commlens_export::{ArgValue, Enrich};
 pub struct Enrichment<'t> {
     table: &'t OpTable,
     bw: BandwidthReport,
-    /// Start address of each rank's operations, sorted, with the rank: `Enrich`
-    /// only sees the operation, and the table is borrowed for our whole
-    /// lifetime, so its address says where it is (one entry per rank, not per
-    /// operation). Built on first use (trace export), not for column sinks.
-    refs: std::cell::OnceCell<Vec<(usize, u32)>>,
+    /// Where each operation sits, by (communicator, `comm_seq`), which no
+    /// two operations share: for `Enrich::args`, which sees only the
+    /// operation. Built on first use; the exporters call `args_at`, which
+    /// is told the position, so they never build it.
+    refs: std::cell::OnceCell<std::collections::HashMap<(u32, u64), (u32, u32)>>,
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
@@ -62,7 +62,7 @@ impl<'t> Enrichment<'t> {
     /// say them (for other sinks: Parquet columns).
     pub fn op_figures(&self, d: usize, i: usize) -> OpFigures {
         let b = self.bw.get(OpRef { dev: DevIdx(d as u32), index: i as u32 });
-        let op = &self.table.per_rank[d][i];
+        let op = &self.table.per_rank[d].op(i);
         OpFigures {
             algbw_gb_s: b.and_then(|b| b.m.algbw_gb_s),
             busbw_gb_s: b.and_then(|b| b.m.busbw_gb_s),
@@ -109,33 +109,32 @@ pub fn trace_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<comm
 }
 
 impl Enrichment<'_> {
-    /// Where `op` (a reference into the table) sits: the rank whose operations'
-    /// memory holds its address, and its index there.
-    fn op_ref(&self, starts: &[(usize, u32)], op: &CollOp) -> Option<OpRef> {
-        let addr = op as *const CollOp as usize;
-        let k = starts.partition_point(|s| s.0 <= addr).checked_sub(1)?;
-        let (base, d) = starts[k];
-        let index = (addr - base) / std::mem::size_of::<CollOp>();
-        let ops = &self.table.per_rank[d as usize];
-        (index < ops.len() && std::ptr::eq(&ops[index], op)).then_some(OpRef { dev: DevIdx(d), index: index as u32 })
+    /// Where `op` (an operation of the table) sits: its rank and index there.
+    fn op_ref(&self, op: &CollOp) -> Option<OpRef> {
+        let refs = self.refs.get_or_init(|| {
+            let mut m = std::collections::HashMap::new();
+            for (d, ops) in self.table.per_rank.iter().enumerate() {
+                for (i, o) in ops.iter().enumerate() {
+                    m.entry((o.comm.0, o.comm_seq)).or_insert((d as u32, i as u32));
+                }
+            }
+            m
+        });
+        if let Some(&(d, i)) = refs.get(&(op.comm.0, op.comm_seq)) {
+            if self.table.per_rank[d as usize].op(i as usize) == *op {
+                return Some(OpRef { dev: DevIdx(d), index: i });
+            }
+        }
+        // A table whose sequence numbers repeat (hand-built ones): search the rank.
+        let i = self.table.per_rank.get(op.dev.ix())?.iter().position(|o| o == *op)?;
+        Some(OpRef { dev: op.dev, index: i as u32 })
     }
-}
 
-impl Enrich for Enrichment<'_> {
-    fn args(&self, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
+    fn args_of(&self, at: Option<OpRef>, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
         let mut out = Vec::new();
         if let Some(p) = self.class_label(op) {
             out.push(("parallelism", ArgValue::Str(p)));
         }
-        let starts = self.refs.get_or_init(|| {
-            let mut v: Vec<(usize, u32)> = (self.table.per_rank.iter().enumerate())
-                .filter(|(_, ops)| !ops.is_empty())
-                .map(|(d, ops)| (ops.as_ptr() as usize, d as u32))
-                .collect();
-            v.sort_unstable();
-            v
-        });
-        let at = self.op_ref(starts, op);
         let r = at.as_ref();
         if let (Some(c), Some(r)) = (self.confidence, r) {
             if let Some(v) = c.get(r.dev.ix()).and_then(|v| v.get(r.index as usize)).copied().flatten() {
@@ -169,6 +168,17 @@ impl Enrich for Enrichment<'_> {
             }
         }
         out
+    }
+
+}
+
+impl Enrich for Enrichment<'_> {
+    fn args(&self, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
+        self.args_of(self.op_ref(op), op)
+    }
+
+    fn args_at(&self, d: usize, i: usize, op: &CollOp) -> Vec<(&'static str, ArgValue)> {
+        self.args_of(Some(OpRef { dev: DevIdx(d as u32), index: i as u32 }), op)
     }
 
     fn class_label(&self, op: &CollOp) -> Option<String> {

@@ -151,7 +151,7 @@ impl<'a> Expected<'a> {
         Expected { cluster, comms, table: t, measured, slots, models }
     }
 
-    /// The figures of `table.per_rank[d][i]`.
+    /// The figures of `table.per_rank[d].op(i)`.
     pub fn get(&self, d: usize, i: usize) -> Option<OpExpected> {
         let op = self.table.per_rank.get(d)?.get(i)?;
         let m = (*self.slots.get(op.comm.ix())?)?;

@@ -97,6 +97,7 @@ fn a_generated_run_read_from_kineto_traces_gives_every_section() {
     let e = Enrichment::new(t);
     let mut from_sinks = 0;
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         for i in 0..ops.len() {
             from_sinks += usize::from(e.op_figures(d, i).busbw_gb_s.is_some());
         }

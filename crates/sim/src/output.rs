@@ -123,7 +123,7 @@ pub fn to_table_with(w: &Workload, run: &Run, cluster: &Cluster, opts: &TableOpt
         let (proc, dev) = (ProcIdx(i as u32), DevIdx(i as u32));
         t.processes.push(Process { host: format!("node{}", r / gpn), pid: r, nccl_version: Some(opts.version) });
         t.devices.push(Device { proc, cuda_dev: Some(r % gpn), nvml_dev: Some(r % gpn), bus_id: None, global_rank: None, local_rank: None });
-        t.per_rank.push(Vec::new());
+        t.per_rank.push(commlens_core::RankOps::new());
         // Handles: the rank's groups in membership order, then the world handle.
         let mut handles: Vec<(GroupId, CommIdx)> = Vec::with_capacity(w.membership[r as usize].len());
         for &g in &w.membership[r as usize] {

@@ -44,6 +44,7 @@ fn job() -> Workload {
 
 fn check_invariants(t: &OpTable) {
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         assert!(ops.windows(2).all(|w| w[0].line <= w[1].line), "rank {d} in source order");
         for o in ops {
             assert_eq!(o.dev.ix(), d);

@@ -86,7 +86,7 @@ pub fn from_table(t: &OpTable, name: &str, kind_of: &[GroupKind]) -> Result<Repl
             programs.push(Program::default());
             continue;
         };
-        let ops = &t.per_rank[d];
+        let ops = t.per_rank[d].to_vec();
         // The replay follows the clock it uses: by GPU start where spans exist.
         let mut order: Vec<usize> = (0..ops.len()).collect();
         if clock == ReplayClock::Gpu {

@@ -73,7 +73,7 @@ pub fn hand_table() -> OpTable {
     a.sendbuff = 0x1461be300000;
     a.recvbuff = 0x1461be300000;
     a.cpu_ts_ns = Some(900);
-    a.kernel = Some(Box::new(KernelInfo {
+    a.kernel = Some(std::sync::Arc::new(KernelInfo {
         name: "ncclDevKernel_AllReduce_Sum_f16_RING_LL(ncclDevKernelArgsStorage<4096ul>)".into(),
         grid: [2, 1, 1],
         block: [544, 1, 1],
@@ -98,7 +98,7 @@ pub fn hand_table() -> OpTable {
     for (k, o) in ops.iter_mut().enumerate() {
         o.line = k as u64 + 1;
     }
-    t.per_rank.push(ops);
+    t.per_rank.push(ops.into());
 
     let mut g = gpu(op(1, 2, OpKind::Broadcast), Some(0x55882ce051d0), 1000, 2000);
     g.root = Some(0);
@@ -111,7 +111,7 @@ pub fn hand_table() -> OpTable {
     for (k, o) in ops.iter_mut().enumerate() {
         o.line = k as u64 + 1;
     }
-    t.per_rank.push(ops);
+    t.per_rank.push(ops.into());
     t
 }
 
@@ -202,14 +202,14 @@ pub fn check_chrome(bytes: &[u8], table: &OpTable, enrich: &dyn Enrich) -> Chrom
         // Find the op by rank and content and compare all its args.
         let d = table.devices.iter().position(|x| x.global_rank.map(u64::from) == Some(rank));
         if let Some(d) = d {
-            let cands: Vec<&CollOp> = table.per_rank[d].iter().filter(|o| o.line == line).collect();
+            let cands: Vec<CollOp> = table.per_rank[d].iter().filter(|o| o.line == line).collect();
             assert!(!cands.is_empty(), "no table op for {e}");
             let as_json = |o: &CollOp| -> serde_json::Map<String, Value> {
                 merged_args(table, o, enrich).iter().map(|(k, v)| (k.to_string(), arg_json(v))).collect()
             };
             let hit = cands.iter().find(|o| &as_json(o) == args);
             let hit = hit.unwrap_or_else(|| {
-                panic!("args of {e} match no op; first candidate: {:?}", as_json(cands[0]))
+                panic!("args of {e} match no op; first candidate: {:?}", as_json(&cands[0]))
             });
             assert_eq!(e["name"].as_str().unwrap(), hit.kind.name());
         }

@@ -64,7 +64,7 @@ impl TableBuilder {
             let d = DevIdx(self.t.devices.len() as u32);
             let dev = Device { proc, cuda_dev: None, nvml_dev: None, bus_id: None, global_rank: None, local_rank: None };
             self.t.devices.push(dev);
-            self.t.per_rank.push(Vec::new());
+            self.t.per_rank.push(commlens_core::RankOps::new());
             self.keys.push(Vec::new());
             self.proc_devs[proc.ix()].push(d);
         }
@@ -105,7 +105,7 @@ impl TableBuilder {
             }
         }
         for (ops, keys) in self.t.per_rank.iter_mut().zip(self.keys) {
-            let mut rows: Vec<(Option<i64>, CollOp)> = keys.into_iter().zip(ops.drain(..)).collect();
+            let mut rows: Vec<(Option<i64>, CollOp)> = keys.into_iter().zip(std::mem::take(ops)).collect();
             if rows.iter().all(|r| r.0.is_some()) {
                 rows.sort_by_key(|r| (r.0, r.1.line));
             } else {

@@ -164,7 +164,7 @@ fn add_rank(
         global_rank: None,
         local_rank: None,
     });
-    t.per_rank.push(Vec::new());
+    t.per_rank.push(commlens_core::RankOps::new());
     let base = tr.base_time_ns;
     let mut rows: Vec<Row> = Vec::new();
     let mut absorbed = vec![false; r.kernels.len()];
@@ -370,7 +370,7 @@ fn make_op(
         stream: k.map(|k| k.stream),
         cpu_ts_ns: None,
         gpu: k.map(|k| GpuSpan { start_ns: base + k.start_ns, end_ns: base + k.end_ns }),
-        kernel: k.map(|k| Box::new(k.info())),
+        kernel: k.map(|k| std::sync::Arc::new(k.info())),
         line: k.map_or(0, |k| k.event),
         recovered: false,
     }

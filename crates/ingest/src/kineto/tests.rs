@@ -182,6 +182,7 @@ fn op_table_from_two_ranks() {
     let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank).collect();
     assert_eq!(ranks, vec![Some(0), Some(1)]);
     for (d, ops) in t.per_rank.iter().enumerate() {
+        let ops = &ops.to_vec();
         assert_eq!(ops.len(), 1);
         let op = &ops[0];
         assert_eq!(op.dev.ix(), d);
@@ -207,7 +208,7 @@ fn op_table_kernel_only_rows() {
     // call nor a launch record (launched before the capture): no operation.
     assert_eq!((notes.ops, notes.kernels_unlaunched), (2, 1));
     assert!(notes.warnings.iter().any(|w| w.contains("1 NCCL kernels have no launch record")), "{:?}", notes.warnings);
-    let ops = &table.per_rank[0];
+    let ops = &table.per_rank[0].to_vec();
     assert_eq!(ops.iter().map(|o| o.kind).collect::<Vec<_>>(), vec![OpKind::AllToAll, OpKind::AllReduce]);
     assert_eq!((ops[0].count, ops[0].bytes), (8 * 1024 * 8816, 8 * 1024 * 8816 * 4));
 
@@ -222,7 +223,7 @@ fn op_table_kernel_only_rows() {
     let t = read(&launched).unwrap();
     let (table, notes) = to_op_table(std::slice::from_ref(&t));
     assert_eq!((notes.ops, notes.kernels_unlaunched, notes.ops_size_unknown), (3, 0, 1));
-    let ops = &table.per_rank[0];
+    let ops = &table.per_rank[0].to_vec();
     assert_eq!(ops[2].kind, OpKind::AllReduce);
     assert_eq!(ops[2].size(), None);
     assert!(matches!(ops[2].dtype, DataType::Unknown(_)));
@@ -358,7 +359,7 @@ fn a_coalesced_exchange_is_one_send_and_one_recv_timed_by_its_kernel() {
     assert_eq!((r.cpu_ops[0].kernels.as_slice(), r.cpu_ops[1].kernels.as_slice()), (&[0][..], &[0][..]));
     assert!(r.cpu_ops[2].kernels.is_empty());
     let (table, notes) = to_op_table(std::slice::from_ref(&t));
-    let ops = &table.per_rank[0];
+    let ops = &table.per_rank[0].to_vec();
     assert_eq!(ops.iter().map(|o| o.kind).collect::<Vec<_>>(), vec![OpKind::Send, OpKind::Recv, OpKind::AllToAll]);
     assert_eq!(notes.ops_size_unknown, 0);
     for op in &ops[..2] {

@@ -198,9 +198,8 @@ impl<S> Joiner<S> {
             for ops in &mut per_dev {
                 // Chunks and the join emit in their own order; the file's is by line.
                 ops.sort_by_key(|op| op.line);
-                ops.shrink_to_fit();
             }
-            table.per_rank = per_dev;
+            table.per_rank = per_dev.into_iter().map(commlens_core::RankOps::from).collect();
         }
         Ok(ChunkedRead {
             table,

@@ -177,10 +177,7 @@ where
     });
     let res = res.map(|(mut t, r)| {
         per_dev.resize_with(t.devices.len().max(per_dev.len()), Vec::new);
-        for ops in &mut per_dev {
-            ops.shrink_to_fit();
-        }
-        t.per_rank = per_dev;
+        t.per_rank = per_dev.into_iter().map(commlens_core::RankOps::from).collect();
         (t, r)
     });
     (res, vec![(state, None)], None)

@@ -202,7 +202,7 @@ pub fn read_path(
 pub fn load_path(path: &Path, opts: &ReadOptions) -> Result<(OpTable, ReadReport), IngestError> {
     let mut ops: Vec<CollOp> = Vec::new();
     let (mut table, report) = read_path(path, opts, &mut |op| ops.push(op))?;
-    table.per_rank = vec![Vec::new(); table.devices.len()];
+    table.per_rank = vec![commlens_core::RankOps::new(); table.devices.len()];
     for op in ops {
         table.per_rank[op.dev.ix()].push(op);
     }
@@ -210,6 +210,7 @@ pub fn load_path(path: &Path, opts: &ReadOptions) -> Result<(OpTable, ReadReport
     let (mut table, _) = crate::merge::merge_tables(vec![table]);
     for r in &mut table.per_rank {
         r.sort_by_key(|op| op.line);
+        r.shrink_to_fit();
     }
     Ok((table, report))
 }

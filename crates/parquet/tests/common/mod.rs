@@ -236,7 +236,7 @@ pub fn assert_file_matches(t: &OpTable, rb: &ReadBack, source: Option<SourceKind
     assert_eq!(rb.columns, want_cols, "column order");
     assert_eq!(rb.rows.len(), t.n_ops(), "row count");
     for (i, (op, row)) in t.ops().zip(&rb.rows).enumerate() {
-        let want = expected_row(t, op, source);
+        let want = expected_row(t, &op, source);
         assert_eq!(want.len(), COLUMNS.len());
         for (name, field) in want {
             assert_eq!(row.get(name), Some(&field), "row {i} column {name}");

@@ -137,13 +137,13 @@ pub fn expected_section(t: &OpTable, e: &Expected) -> Option<ExpectedSection> {
                 continue;
             };
             let a = groups
-                .entry((comm_order(t, op), op.kind, size_bucket(op.bytes)))
-                .or_insert_with(|| Acc { name: comm_name(t, op), id: n_groups as u32, ..Acc::default() });
+                .entry((comm_order(t, &op), op.kind, size_bucket(op.bytes)))
+                .or_insert_with(|| Acc { name: comm_name(t, &op), id: n_groups as u32, ..Acc::default() });
             if a.id as usize == n_groups {
                 n_groups += 1;
             }
             *figures.entry((a.id, op.bytes, x.time_us.to_bits(), x.busbw_gb_s.to_bits())).or_default() += 1;
-            add(a, op, &x, e.comms.get(op.comm.ix()).copied().flatten().is_some_and(|m| m.logged_graphs));
+            add(a, &op, &x, e.comms.get(op.comm.ix()).copied().flatten().is_some_and(|m| m.logged_graphs));
             timed += u64::from(x.measured_busbw_gb_s.is_some());
         }
     }
@@ -254,8 +254,8 @@ pub fn tuning_section(t: &OpTable, e: &Expected) -> Option<TuningSection> {
             if same && ch_same != Some(false) {
                 continue;
             }
-            let key = (comm_order(t, op), op.kind, op.bytes, algo, proto, logged_ch, ma, mp, x.n_channels);
-            counted.entry(key).or_insert_with(|| (comm_name(t, op), 0)).1 += 1;
+            let key = (comm_order(t, &op), op.kind, op.bytes, algo, proto, logged_ch, ma, mp, x.n_channels);
+            counted.entry(key).or_insert_with(|| (comm_name(t, &op), 0)).1 += 1;
         }
     }
     if !any {
