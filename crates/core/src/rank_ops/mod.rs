@@ -141,7 +141,7 @@ impl RankOps {
     }
 
     pub fn iter(&self) -> Iter<'_> {
-        Iter { ops: self, front: 0, back: self.rows.len() }
+        Ops { ops: self, front: 0, back: self.rows.len() }
     }
 
     pub fn to_vec(&self) -> Vec<CollOp> {
@@ -349,22 +349,29 @@ impl RankOps {
     }
 }
 
-/// The operations of a [`RankOps`], materialised one by one.
+/// The operations of a [`RankOps`], materialised one by one; `B` is how the
+/// iterator holds them (borrowed: [`Iter`], owned: [`IntoIter`]).
 #[derive(Clone)]
-pub struct Iter<'a> {
-    ops: &'a RankOps,
+pub struct Ops<B> {
+    ops: B,
     front: usize,
     back: usize,
 }
 
-impl Iterator for Iter<'_> {
+/// [`RankOps::iter`].
+pub type Iter<'a> = Ops<&'a RankOps>;
+/// `RankOps::into_iter`.
+pub type IntoIter = Ops<RankOps>;
+
+impl<B: std::borrow::Borrow<RankOps>> Iterator for Ops<B> {
     type Item = CollOp;
 
     #[inline]
     fn next(&mut self) -> Option<CollOp> {
         (self.front < self.back).then(|| {
             self.front += 1;
-            self.ops.unpack(&self.ops.rows[self.front - 1])
+            let ops = self.ops.borrow();
+            ops.unpack(&ops.rows[self.front - 1])
         })
     }
 
@@ -387,17 +394,18 @@ impl Iterator for Iter<'_> {
     }
 }
 
-impl DoubleEndedIterator for Iter<'_> {
+impl<B: std::borrow::Borrow<RankOps>> DoubleEndedIterator for Ops<B> {
     #[inline]
     fn next_back(&mut self) -> Option<CollOp> {
         (self.front < self.back).then(|| {
             self.back -= 1;
-            self.ops.unpack(&self.ops.rows[self.back])
+            let ops = self.ops.borrow();
+            ops.unpack(&ops.rows[self.back])
         })
     }
 }
 
-impl ExactSizeIterator for Iter<'_> {}
+impl<B: std::borrow::Borrow<RankOps>> ExactSizeIterator for Ops<B> {}
 
 impl<'a> IntoIterator for &'a RankOps {
     type Item = CollOp;
@@ -407,48 +415,12 @@ impl<'a> IntoIterator for &'a RankOps {
     }
 }
 
-/// The operations of a [`RankOps`] taken by value.
-#[derive(Clone)]
-pub struct IntoIter {
-    ops: RankOps,
-    front: usize,
-    back: usize,
-}
-
-impl Iterator for IntoIter {
-    type Item = CollOp;
-
-    #[inline]
-    fn next(&mut self) -> Option<CollOp> {
-        (self.front < self.back).then(|| {
-            self.front += 1;
-            self.ops.unpack(&self.ops.rows[self.front - 1])
-        })
-    }
-
-    #[inline]
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.back - self.front, Some(self.back - self.front))
-    }
-}
-
-impl DoubleEndedIterator for IntoIter {
-    fn next_back(&mut self) -> Option<CollOp> {
-        (self.front < self.back).then(|| {
-            self.back -= 1;
-            self.ops.unpack(&self.ops.rows[self.back])
-        })
-    }
-}
-
-impl ExactSizeIterator for IntoIter {}
-
 impl IntoIterator for RankOps {
     type Item = CollOp;
     type IntoIter = IntoIter;
     fn into_iter(self) -> IntoIter {
         let back = self.rows.len();
-        IntoIter { ops: self, front: 0, back }
+        Ops { ops: self, front: 0, back }
     }
 }
 
