@@ -42,6 +42,18 @@ pub trait LineSource {
     fn cut(&self) -> Option<&StreamCut> {
         None
     }
+    /// The offset in the source where the next line starts, and the bytes
+    /// buffered from there on (the next lines; the last one may be cut short
+    /// by the end of the buffer, or be an overlong line's first piece). Lets
+    /// a caller search many lines in one go (the nccl-tests filter). A
+    /// source may give fewer bytes than it holds, none at all included.
+    fn ahead(&self) -> (u64, &[u8]) {
+        (self.bytes_read(), &[])
+    }
+    /// The offset of [`LineSource::ahead`] alone (cheaper: no slice).
+    fn next_offset(&self) -> u64 {
+        self.ahead().0
+    }
 }
 
 /// A source that broke off mid-stream: a `.gz` cut short or corrupt after
@@ -208,6 +220,15 @@ impl<R: Read> LineSource for LineReader<R> {
     }
     fn cut(&self) -> Option<&StreamCut> {
         self.cut.as_ref()
+    }
+    #[inline]
+    fn ahead(&self) -> (u64, &[u8]) {
+        // `bytes_read` counts what the source gave, `buf[pos..end]` of it unread.
+        (self.next_offset(), &self.buf[self.pos..self.end])
+    }
+    #[inline]
+    fn next_offset(&self) -> u64 {
+        self.bytes_read - (self.end - self.pos) as u64
     }
 }
 

@@ -283,6 +283,14 @@ impl LineSource for MappedLines {
     fn overlong_lines(&self) -> u64 {
         self.overlong_lines
     }
+    #[inline(always)]
+    fn ahead(&self) -> (u64, &[u8]) {
+        (self.map_off + self.pos as u64, &self.data()[self.pos..self.end])
+    }
+    #[inline(always)]
+    fn next_offset(&self) -> u64 {
+        self.map_off + self.pos as u64
+    }
 }
 
 /// The lines of a file, from whichever source applies: mapped windows for a
@@ -335,6 +343,20 @@ impl LineSource for FileLines {
         match self {
             FileLines::Mapped(_) => None,
             FileLines::Read(r) => r.cut.as_ref(),
+        }
+    }
+    #[inline(always)]
+    fn ahead(&self) -> (u64, &[u8]) {
+        match self {
+            FileLines::Mapped(m) => LineSource::ahead(m),
+            FileLines::Read(r) => LineSource::ahead(r),
+        }
+    }
+    #[inline(always)]
+    fn next_offset(&self) -> u64 {
+        match self {
+            FileLines::Mapped(m) => LineSource::next_offset(m),
+            FileLines::Read(r) => LineSource::next_offset(r),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! [`super::read_nccl_tests`] is this scan over a file of its own: both give
 //! the same [`BenchFile`].
 
-use super::{header_columns, kind_in_text, may_matter, passed_over, strip_call_sites, strip_decoration, BenchFile, State, Table};
+use super::{find_call_site, has_mark, header_columns, kind_in_text, may_matter, passed_over_unless, strip_call_sites, strip_decoration, BenchFile, State, Table};
 use crate::error::IngestError;
 use commlens_core::OpKind;
 use std::borrow::Cow;
@@ -26,6 +26,7 @@ pub struct TableScan {
     file_kind: Option<OpKind>,
     st: State,
     out: BenchFile,
+    marks: MarkHorizon,
 }
 
 impl TableScan {
@@ -35,13 +36,22 @@ impl TableScan {
             file_kind: kind_in_text(&path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()),
             st: State::default(),
             out: BenchFile { path: path.display().to_string(), runs: Vec::new(), malformed: Vec::new() },
+            marks: MarkHorizon::default(),
         }
+    }
+
+    /// Where the next line starts and what the line source holds from there
+    /// on (`LineSource::ahead`, asked only when needed), before it hands that
+    /// line out.
+    #[inline]
+    pub fn ahead<'a>(&mut self, at: u64, rest: impl FnOnce() -> &'a [u8]) {
+        self.marks.ahead(at, rest);
     }
 
     /// Line `line_no` (from 1) of the file, as the line source hands it out.
     #[inline]
     pub fn line(&mut self, raw: &[u8], line_no: u64) {
-        if let Some(l) = relevant(raw) {
+        if let Some(l) = relevant(raw, self.marks.clear(raw.len())) {
             self.relevant_line(&l, line_no);
         }
     }
@@ -114,10 +124,11 @@ impl TableScan {
 
 /// The part of a raw line the scan reads (call-site marks and decoration
 /// removed), or `None` for a line it does nothing with: nearly every line of
-/// an NCCL log. Allocates only for a line with call-site marks.
+/// an NCCL log. Allocates only for a line with call-site marks. `clear`: the
+/// line is known to hold no mark ([`MarkHorizon`]).
 #[inline]
-fn relevant(raw: &[u8]) -> Option<Cow<'_, [u8]>> {
-    if passed_over(raw) {
+fn relevant(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
+    if passed_over_unless(raw, |l| !clear && has_mark(l)) {
         return None;
     }
     match strip_call_sites(raw) {
@@ -133,12 +144,19 @@ pub struct KeptLines {
     text: Vec<u8>,
     /// (line number in the chunk, end of its text).
     ends: Vec<(u64, usize)>,
+    marks: MarkHorizon,
 }
 
 impl KeptLines {
+    /// As [`TableScan::ahead`].
+    #[inline]
+    pub fn ahead<'a>(&mut self, at: u64, rest: impl FnOnce() -> &'a [u8]) {
+        self.marks.ahead(at, rest);
+    }
+
     #[inline]
     pub fn line(&mut self, raw: &[u8], line_no: u64) {
-        if let Some(l) = relevant(raw) {
+        if let Some(l) = relevant(raw, self.marks.clear(raw.len())) {
             self.text.extend_from_slice(&l);
             self.ends.push((line_no, self.text.len()));
         }
@@ -151,6 +169,60 @@ impl KeptLines {
             scan.relevant_line(&self.text[from..end], offset + no);
             from = end;
         }
+    }
+}
+
+/// Where the next `_perf` or `(), ` may start, found by searching what the
+/// line source holds ahead ([`crate::lines::LineSource::ahead`]) once for
+/// many lines instead of each line on its own: such marks are rare in an
+/// NCCL log (a search per line was ~230 instructions a line, 10 % of
+/// `stats`). Offsets are the source's, which only grow.
+///
+/// Invariant: no `_perf` starts in `perf.0..perf.1`, no `(), ` in
+/// `site.0..site.1`, and (after [`MarkHorizon::ahead`]) both ranges hold
+/// `at`, so a line `at..at + len` that ends by `clear_to` (the nearer end)
+/// holds neither. A needle is searched again only once a line starts at or
+/// past its end (the mark found, or the end of what was buffered): the bytes
+/// are searched about once in all.
+#[derive(Default)]
+struct MarkHorizon {
+    perf: (u64, u64),
+    site: (u64, u64),
+    /// Where the next line starts.
+    at: u64,
+    /// The later start and the nearer end of the two ranges.
+    from: u64,
+    clear_to: u64,
+}
+
+impl MarkHorizon {
+    #[inline(always)]
+    fn ahead<'a>(&mut self, at: u64, rest: impl FnOnce() -> &'a [u8]) {
+        self.at = at;
+        if at >= self.clear_to || at < self.from {
+            self.search(at, rest());
+        }
+    }
+
+    #[inline(never)]
+    fn search(&mut self, at: u64, rest: &[u8]) {
+        if at >= self.perf.1 || at < self.perf.0 {
+            // `_` is rare in NCCL logs (one byte in 4,000): one `memchr` pass
+            // took half the instructions of `memmem` on the bench log.
+            let found = memchr::memchr_iter(b'_', rest).find(|&i| rest[i..].starts_with(b"_perf"));
+            self.perf = (at, at + found.unwrap_or(rest.len()) as u64);
+        }
+        if at >= self.site.1 || at < self.site.0 {
+            self.site = (at, at + find_call_site(rest).unwrap_or(rest.len()) as u64);
+        }
+        self.from = self.perf.0.max(self.site.0);
+        self.clear_to = self.perf.1.min(self.site.1);
+    }
+
+    /// Whether the line of `len` bytes at `at` holds no mark for sure.
+    #[inline(always)]
+    fn clear(&self, len: usize) -> bool {
+        self.at + len as u64 <= self.clear_to
     }
 }
 
@@ -190,5 +262,43 @@ impl BenchTables {
     /// What the reader found in `path`, taken out; `None` when it did not read it to its end.
     pub fn take(&self, path: &Path) -> Option<Result<BenchFile, IngestError>> {
         self.read.lock().expect("bench tables").remove(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{has_mark, MarkHorizon};
+
+    #[test]
+    fn the_search_ahead_never_clears_a_line_with_a_mark() {
+        // Lines with marks at every place, cut by buffers of every size; a
+        // line it calls clear holds no mark, and most plain lines are clear.
+        let mut text = Vec::new();
+        for i in 0..200 {
+            let plain = format!("host:{i}:{i} [0] NCCL INFO ncclSend(0,7f,2) (nil) x_y ()");
+            match i % 7 {
+                0 => text.extend_from_slice(format!("f(), a.cu:{i}, {plain}").as_bytes()),
+                3 => text.extend_from_slice(format!("{plain} all_reduce_perf").as_bytes()),
+                5 => text.extend_from_slice(format!("{}_perf{}", &plain[..i % plain.len()], &plain[i % plain.len()..]).as_bytes()),
+                _ => text.extend_from_slice(plain.as_bytes()),
+            }
+            text.push(b'\n');
+        }
+        for window in [0, 1, 4, 5, 37, 64, 300, 5000, usize::MAX] {
+            let mut h = MarkHorizon::default();
+            let (mut at, mut cleared) = (0, 0);
+            for line in text.split(|&b| b == b'\n') {
+                let rest = &text[at.min(text.len())..at.saturating_add(window).min(text.len())];
+                h.ahead(at as u64, || rest);
+                if h.clear(line.len()) {
+                    assert!(!has_mark(line), "window {window}: {}", String::from_utf8_lossy(line));
+                    cleared += 1;
+                }
+                at += line.len() + 1;
+            }
+            if window >= 300 {
+                assert!(cleared > 100, "window {window}: {cleared} cleared");
+            }
+        }
     }
 }

@@ -389,7 +389,11 @@ where
     let (mut lines, mut overlong) = (0, 0);
     if let Some(src) = src.as_mut() {
         let mut no = 0;
-        while let Some(line) = src.next_line().map_err(io_err)? {
+        loop {
+            if job.bench {
+                bench.ahead(LineSource::next_offset(src), || LineSource::ahead(src).1);
+            }
+            let Some(line) = src.next_line().map_err(io_err)? else { break };
             no += 1;
             if first && no == 1 {
                 if line.iter().take(4096).any(|&b| b == 0) {
