@@ -17,7 +17,7 @@ mod row;
 use crate::model::{CollOp, CommIdx, DevIdx, GpuSpan, KernelInfo, ProcIdx};
 use row::{OpRow, NO_TS};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Bytes of one stored row ([`row::OpRow`]).
