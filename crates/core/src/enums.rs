@@ -308,6 +308,17 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm, in NCCL's order (`NCCL_ALGO_TREE` = 0 … `NCCL_ALGO_PAT`).
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::Tree,
+        Algorithm::Ring,
+        Algorithm::CollNetDirect,
+        Algorithm::CollNetChain,
+        Algorithm::Nvls,
+        Algorithm::NvlsTree,
+        Algorithm::Pat,
+    ];
+
     /// Decodes `RING`, `Ring`, `COLLNET_DIRECT`, `CollNetDirect`, `NVLS_TREE`, `PAT`.
     pub fn from_name(name: &[u8]) -> Option<Algorithm> {
         let mut buf = [0u8; 16];
@@ -362,6 +373,9 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol, in NCCL's order (`NCCL_PROTO_LL` = 0, LL128, Simple).
+    pub const ALL: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+
     pub fn from_name(name: &[u8]) -> Option<Protocol> {
         if name.eq_ignore_ascii_case(b"LL") {
             Some(Protocol::Ll)

@@ -64,16 +64,8 @@ const DTYPES: [DataType; 12] = [
     DataType::Float8E5M2,
 ];
 const REDOPS: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
-const ALGOS: [Algorithm; 7] = [
-    Algorithm::Tree,
-    Algorithm::Ring,
-    Algorithm::CollNetDirect,
-    Algorithm::CollNetChain,
-    Algorithm::Nvls,
-    Algorithm::NvlsTree,
-    Algorithm::Pat,
-];
-const PROTOS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+const ALGOS: [Algorithm; 7] = Algorithm::ALL;
+const PROTOS: [Protocol; 3] = Protocol::ALL;
 
 #[inline]
 fn field(bits: u32, shift: u32, width: u32) -> u32 {

@@ -23,16 +23,8 @@ use tables::*;
 /// NCCL's function order in its tables.
 pub const FUNCS: [OpKind; 5] =
     [OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce];
-pub const ALGOS: [Algorithm; N_ALGOS] = [
-    Algorithm::Tree,
-    Algorithm::Ring,
-    Algorithm::CollNetDirect,
-    Algorithm::CollNetChain,
-    Algorithm::Nvls,
-    Algorithm::NvlsTree,
-    Algorithm::Pat,
-];
-pub const PROTOS: [Protocol; N_PROTOS] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+pub const ALGOS: [Algorithm; N_ALGOS] = Algorithm::ALL;
+pub const PROTOS: [Protocol; N_PROTOS] = Protocol::ALL;
 
 pub fn func_index(k: OpKind) -> Option<usize> {
     FUNCS.iter().position(|&f| f == k)
