@@ -169,7 +169,6 @@ impl Enrichment<'_> {
         }
         out
     }
-
 }
 
 impl Enrich for Enrichment<'_> {
@@ -186,7 +185,6 @@ impl Enrich for Enrichment<'_> {
         self.class.get(l.ix()).copied().flatten().map(|c| c.label().to_string())
     }
 }
-
 
 /// Iteration ranges of the traces (`ProfilerStep#N`, or NVTX ranges whose
 /// name says iteration/step) in the table's clock (epoch ns when the trace
