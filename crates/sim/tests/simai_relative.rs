@@ -32,8 +32,10 @@
 //! iteration holds beside it, i.e. the micro-batches per iteration: 96 in `ours` (NIC-bound
 //! exposed DP ≈ 8 % of the iteration at 200G on H100), 2 in `aicb-default` (≈ 53 %, with the
 //! PP8 bubble at 3.5 × the compute), while the paper's +19 % needs ≈ 32 % (X/2 = 0.19/1.19 of
-//! the time at 400G). The paper gives no batch size; choosing one between the two to match
-//! would be fitting.
+//! the time at 400G). The paper gives no batch size, so [`p1_sets_the_batch_p2_is_predicted`]
+//! takes it from one anchor and checks the other two: the micro-batch count whose P1 gain is
+//! nearest +19 % (12, i.e. 192 sequences: +19.3 %) predicts P2 at +9.0 % and +4.7 % against
+//! +11 % and +6 %, asserted within a factor of 1.5. One free parameter, fitted on P1 only.
 //! T1 with our own memory estimate instead of the paper's TP rule picks TP 2 / 4 / 4: the
 //! estimate (distributed optimizer, 6 + 12/dp bytes per parameter) admits TP 2 for 13B and
 //! TP 4 for 65B/175B, and there our TP collectives (intra-node, exposed on the compute
@@ -216,4 +218,42 @@ fn t1_best_tp_on_8_gpu_hosts() {
     for (model, ours, _, paper) in rows {
         assert_eq!(ours, paper, "{model}");
     }
+}
+
+/// Iteration times of GPT-3 175B TP8 PP8 DP16 with `ga` micro-batches per pipeline (the
+/// fixed choices otherwise) on each (preset, NIC speed).
+fn ga_times(ga: usize, cases: &[(&str, u32)]) -> Vec<f64> {
+    let job = ModelJob::new(model_by_name("gpt3-175b").unwrap(), &layout(8, 8, 16, 16 * ga)).unwrap();
+    cases.iter().map(|(p, g)| simulate(&job, &cluster(p, 1024, Some(&format!("8x{g}g")))).mean_iteration_us).collect()
+}
+
+/// The batch is the one thing the paper leaves out, so it is taken from one anchor and the
+/// other two are predicted: the micro-batch count whose P1 gain (H100 200→400) comes closest to
+/// the paper's +19 % (P1 falls as micro-batches dilute the fixed DP traffic, so the sweep stops
+/// once it passes below), then P2 (H20 100→200 and 200→400) at that same batch, which nothing
+/// was chosen on, must land within a factor of 1.5 of the paper's +11 % and +6 %.
+#[test]
+fn p1_sets_the_batch_p2_is_predicted() {
+    const P1: f64 = 19.0;
+    let mut best: Option<(f64, usize)> = None;
+    for ga in [2usize, 4, 8, 12, 16, 24, 32, 48, 64, 96] {
+        let t = ga_times(ga, &[("dgx-h100", 200), ("dgx-h100", 400)]);
+        let g = gain(t[0], t[1]);
+        println!("GPT-3 175B on 1024 H100, {ga:2} micro-batches: P1 200->400 Gbps {g:+6.1} %");
+        if best.is_none_or(|b| (g - P1).abs() < (b.0 - P1).abs()) {
+            best = Some((g, ga));
+        }
+        if g < P1 {
+            break;
+        }
+    }
+    let (p1, ga) = best.expect("a batch");
+    assert!((p1 - P1).abs() <= 0.5 * P1, "no batch brings P1 near the paper's: best {p1:+.1} % at {ga} micro-batches");
+    let t = ga_times(ga, &[("hgx-h20", 100), ("hgx-h20", 200), ("hgx-h20", 400)]);
+    let (g1, g2) = (gain(t[0], t[1]), gain(t[1], t[2]));
+    println!("case (batch set by P1: {ga} micro-batches, {} sequences)   ours     paper", 16 * ga);
+    println!("P1 H100 200->400 Gbps (chosen on)                     {p1:+6.1} %   +19 %");
+    println!("P2 H20 100->200 Gbps (predicted)                      {g1:+6.1} %   +11 %   within 1.5x: {}", within_factor(g1, 11.0));
+    println!("P2 H20 200->400 Gbps (predicted)                      {g2:+6.1} %    +6 %   within 1.5x: {}", within_factor(g2, 6.0));
+    assert!(within_factor(g1, 11.0) && within_factor(g2, 6.0), "P2 at the batch P1 sets: {g1:+.1} % and {g2:+.1} % against +11 % and +6 %");
 }
