@@ -66,7 +66,12 @@ a2a_out = torch.empty_like(a2a_in)
 p2p_send = torch.randn(256 * 1024, device=dev, dtype=torch.bfloat16)  # 512 KiB
 p2p_recv = torch.empty_like(p2p_send)
 
-dist.broadcast(w, src=0)  # parameters from rank 0, once
+# Parameters from rank 0, once. CAPTURE_BCAST=0 uses an all-reduce instead (an
+# experiment on NCCL 2.28's KernelCh accounting after a broadcast on the world).
+if os.environ.get("CAPTURE_BCAST", "1") == "1":
+    dist.broadcast(w, src=0)
+else:
+    dist.all_reduce(w)
 
 
 def step(it):

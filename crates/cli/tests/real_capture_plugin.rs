@@ -39,7 +39,10 @@ fn traced_ops() -> Vec<serde_json::Value> {
 }
 
 fn traced(inputs: &[PathBuf]) -> Vec<serde_json::Value> {
-    let out = std::env::temp_dir().join(format!("commlens-real-capture-plugin-{}-{}", std::process::id(), inputs.len()));
+    // Tests run in parallel threads of one process: one output folder per call.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("commlens-real-capture-plugin-{}-{call}", std::process::id()));
     let mut args: Vec<String> = vec!["trace".into()];
     args.extend(inputs.iter().map(|p| p.to_string_lossy().into_owned()));
     args.extend(["-o".into(), out.to_string_lossy().into_owned()]);
@@ -191,13 +194,17 @@ fn the_stall_shows_in_the_proxy_ops() {
 /// 6 s later: those timers are another work's, and the operation keeps no GPU span
 /// (before, it showed 4 µs). Ranks 0, 2 and 4 show the 6 s wait, rank 3 a short kernel,
 /// and no kernel of the job starts before its enqueue.
-#[test]
-fn a_kernel_that_ends_before_its_receives_keeps_no_span() {
-    let dir = Path::new("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts/plugin");
+/// The eight `.clp` files of a capture's `plugin/` folder, and the traced operations.
+fn eight_rank_capture(dir: &Path) -> (Vec<PathBuf>, Vec<serde_json::Value>) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.retain(|p| p.extension().is_some_and(|x| x == "clp"));
     assert_eq!(files.len(), 8);
     let ops = traced(&files);
+    (files, ops)
+}
+
+/// Per global rank, the GPU span (ms) of its last world AllReduce, `None` when it keeps none.
+fn last_world_allreduce_ms(ops: &[serde_json::Value]) -> Vec<Option<f64>> {
     let gpu_ms = |e: &serde_json::Value| {
         e["args"].get("gpu_start_ns").map(|_| (u(e, "gpu_end_ns") - u(e, "gpu_start_ns")) as f64 / 1e6)
     };
@@ -210,6 +217,14 @@ fn a_kernel_that_ends_before_its_receives_keeps_no_span() {
     }
     let spans: Vec<Option<f64>> = last.values().map(|v| v.1).collect();
     eprintln!("last world AllReduce, GPU ms per rank: {spans:?}");
+    assert_eq!(spans.len(), 8);
+    spans
+}
+
+#[test]
+fn a_kernel_that_ends_before_its_receives_keeps_no_span() {
+    let (files, ops) = eight_rank_capture(Path::new("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts/plugin"));
+    let spans = last_world_allreduce_ms(&ops);
     for (rank, span) in spans.iter().enumerate() {
         match rank {
             0 | 2 | 4 => assert!(span.is_some_and(|ms| ms > 5_900.0), "rank {rank}: {span:?}"),
@@ -223,4 +238,27 @@ fn a_kernel_that_ends_before_its_receives_keeps_no_span() {
     let err = String::from_utf8_lossy(&r.stderr);
     let warned = err.lines().filter(|l| l.contains("keep no GPU span")).count();
     assert!(warned >= 4, "a warning on each of ranks 1, 5, 6, 7: {err}");
+}
+
+/// The same job with `NCCL_ALGO=Ring` (`h100-nccl2.28.9-tp2pp2dp2-ep-ts-ring`, rank 3 enters
+/// the last world AllReduce 3 s late): NCCL's KernelCh timers stay in step under Ring, so the
+/// stale-kernel rule must not fire: every rank but 3 keeps its ~3 s wait, rank 3 a short
+/// kernel. And `commlens hang` on the folder (dumps written by the fixed plugin, beside the
+/// `.clp` files) names rank 3 and that AllReduce.
+#[test]
+fn under_ring_every_waiting_rank_keeps_its_span_and_hang_names_rank_3() {
+    let dir = Path::new("../testdata/captures/h100-nccl2.28.9-tp2pp2dp2-ep-ts-ring/plugin");
+    let (_, ops) = eight_rank_capture(dir);
+    for (rank, span) in last_world_allreduce_ms(&ops).iter().enumerate() {
+        match rank {
+            3 => assert!(span.is_some_and(|ms| ms < 1.0), "rank {rank}: {span:?}"),
+            _ => assert!(span.is_some_and(|ms| ms > 2_900.0), "rank {rank}: {span:?}"),
+        }
+    }
+    let r = Command::new(env!("CARGO_BIN_EXE_commlens")).arg("hang").arg(dir).output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    assert!(r.status.success(), "{err}");
+    assert!(out.contains("verdict: rank did not join: comm rank 3 (no dump) never entered it"), "{out}");
+    assert!(out.contains("first stalled: AllReduce") && out.contains("(8 ranks, 4.0 KiB)"), "{out}");
+    assert!(err.contains("note: skipped 8 files") && err.contains("not a hang dump"), "one note for the eight .clp files: {err}");
 }

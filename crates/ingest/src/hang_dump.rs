@@ -34,6 +34,11 @@ pub fn read_dumps(paths: &[PathBuf]) -> Result<(Vec<RankInflight>, Vec<(PathBuf,
     let mut dumps = Vec::new();
     let mut skipped = Vec::new();
     for (path, explicit) in expand_inputs(paths)? {
+        // A plugin folder holds the event streams beside the dumps: not dumps, and not worth a parse error each.
+        if !explicit && path.extension().is_some_and(|x| x == "clp") {
+            skipped.push((path, "a plugin event stream (.clp), not a hang dump".to_string()));
+            continue;
+        }
         match read_dump(&path) {
             Ok(d) => dumps.push(d),
             Err(e) if !explicit => skipped.push((path, e.to_string())),

@@ -13,8 +13,19 @@ pub fn run(inputs: &[PathBuf], format: Format, still_running_ms: u64) -> CmdResu
         Err(commlens_ingest::IngestError::NoInputs { paths }) => return Err(no_dumps_error(&paths).into()),
         r => r?,
     };
+    // One note per reason: a plugin folder holds one .clp per rank beside the dumps.
+    let mut reasons: Vec<(&str, Vec<&PathBuf>)> = Vec::new();
     for (p, why) in &skipped {
-        eprintln!("note: skipped {}: {why}", p.display());
+        match reasons.iter_mut().find(|(w, _)| *w == why.as_str()) {
+            Some((_, ps)) => ps.push(p),
+            None => reasons.push((why, vec![p])),
+        }
+    }
+    for (why, ps) in &reasons {
+        match ps.as_slice() {
+            [p] => eprintln!("note: skipped {}: {why}", p.display()),
+            _ => eprintln!("note: skipped {} files ({}, ...): {why}", ps.len(), ps[0].display()),
+        }
     }
     let report = analyze(&dumps, (still_running_ms as i64).saturating_mul(1_000_000));
     if format == Format::Json {
