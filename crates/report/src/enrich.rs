@@ -12,11 +12,6 @@ use commlens_export::{ArgValue, Enrich};
 pub struct Enrichment<'t> {
     table: &'t OpTable,
     bw: BandwidthReport,
-    /// Where each operation sits, by (communicator, `comm_seq`), which no
-    /// two operations share: for `Enrich::args`, which sees only the
-    /// operation. Built on first use; the exporters call `args_at`, which
-    /// is told the position, so they never build it.
-    refs: std::cell::OnceCell<std::collections::HashMap<(u32, u64), (u32, u32)>>,
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
@@ -37,7 +32,7 @@ impl<'t> Enrichment<'t> {
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);
         }
-        Enrichment { table, bw, refs: std::cell::OnceCell::new(), class, confidence: None, expected: None }
+        Enrichment { table, bw, class, confidence: None, expected: None }
     }
 
     /// The bandwidth figures every operation is judged by (for the model's
@@ -109,23 +104,10 @@ pub fn trace_ranges(traces: &[commlens_ingest::kineto::KernelTrace]) -> Vec<comm
 }
 
 impl Enrichment<'_> {
-    /// Where `op` (an operation of the table) sits: its rank and index there.
+    /// Where `op` (an operation of the table) sits: its rank and index there, by a search
+    /// of its rank. Only [`Enrich::args`] needs it; the exporters call `args_at`, which is
+    /// told the position.
     fn op_ref(&self, op: &CollOp) -> Option<OpRef> {
-        let refs = self.refs.get_or_init(|| {
-            let mut m = std::collections::HashMap::new();
-            for (d, ops) in self.table.per_rank.iter().enumerate() {
-                for (i, o) in ops.iter().enumerate() {
-                    m.entry((o.comm.0, o.comm_seq)).or_insert((d as u32, i as u32));
-                }
-            }
-            m
-        });
-        if let Some(&(d, i)) = refs.get(&(op.comm.0, op.comm_seq)) {
-            if self.table.per_rank[d as usize].op(i as usize) == *op {
-                return Some(OpRef { dev: DevIdx(d), index: i });
-            }
-        }
-        // A table whose sequence numbers repeat (hand-built ones): search the rank.
         let i = self.table.per_rank.get(op.dev.ix())?.iter().position(|o| o == *op)?;
         Some(OpRef { dev: op.dev, index: i as u32 })
     }

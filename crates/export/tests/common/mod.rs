@@ -10,7 +10,7 @@ use commlens_core::model::{
 use commlens_core::{Algorithm, CollOp, CommIdx, DataType, DevIdx, OpKind, OpTable, Protocol, RedOp};
 use commlens_export::perfetto::proto::{EventType, Trace, TracePacket};
 use commlens_export::perfetto::{read_perfetto_trace, SEQUENCE_ID};
-use commlens_export::timeline::{merged_args, ArgValue, Enrich};
+use commlens_export::timeline::{merged_args_at, ArgValue, Enrich};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -202,13 +202,13 @@ pub fn check_chrome(bytes: &[u8], table: &OpTable, enrich: &dyn Enrich) -> Chrom
         // Find the op by rank and content and compare all its args.
         let d = table.devices.iter().position(|x| x.global_rank.map(u64::from) == Some(rank));
         if let Some(d) = d {
-            let cands: Vec<CollOp> = table.per_rank[d].iter().filter(|o| o.line == line).collect();
+            let cands: Vec<(usize, CollOp)> = table.per_rank[d].iter().enumerate().filter(|(_, o)| o.line == line).collect();
             assert!(!cands.is_empty(), "no table op for {e}");
-            let as_json = |o: &CollOp| -> serde_json::Map<String, Value> {
-                merged_args(table, o, enrich).iter().map(|(k, v)| (k.to_string(), arg_json(v))).collect()
+            let as_json = |(i, o): &(usize, CollOp)| -> serde_json::Map<String, Value> {
+                merged_args_at(table, d, *i, o, enrich).iter().map(|(k, v)| (k.to_string(), arg_json(v))).collect()
             };
-            let hit = cands.iter().find(|o| &as_json(o) == args);
-            let hit = hit.unwrap_or_else(|| {
+            let hit = cands.iter().find(|c| &as_json(c) == args);
+            let (_, hit) = hit.unwrap_or_else(|| {
                 panic!("args of {e} match no op; first candidate: {:?}", as_json(&cands[0]))
             });
             assert_eq!(e["name"].as_str().unwrap(), hit.kind.name());
