@@ -52,7 +52,8 @@ pub const CLUSTER: &str = "Examples:
 pub const SIMULATE: &str = "Examples:
   commlens simulate examples/demo-model.conf --cluster dgx-h100 -o sim/
   commlens simulate workload.txt --gpus 1024 --mode flow -o sim/     # AICB / SimAI workload
-  commlens simulate run/logs --scale-network 2 -o sim/               # what if the network were 2x faster";
+  commlens simulate run/logs --scale-network 2 -o sim/               # what if the network were 2x faster
+  commlens simulate gpt.conf --sweep nic=8x100g,8x200g,8x400g -o sim/  # one run per NIC speed, on every core";
 
 pub const DEMO: &str = "Examples:
   commlens demo                                  # into a temporary folder

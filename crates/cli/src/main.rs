@@ -246,6 +246,11 @@ enum Command {
         /// Give every rank its representative's rows (small jobs only).
         #[arg(long)]
         expand: bool,
+        /// What-if sweep on every core: `nic=8x100g,8x200g,8x400g`, `scale-network=1,2,4` or
+        /// `cluster=dgx-h100,hgx-h20`; one output folder per value under --out, and a table
+        /// of iteration times and gains.
+        #[arg(long)]
+        sweep: Option<String>,
         /// Output folder (simulated.parquet, summary.json, EndToEnd.csv, links.csv, traces).
         #[arg(short, long)]
         out: PathBuf,
@@ -395,6 +400,7 @@ fn main() -> ExitCode {
             simai_nic,
             simai_nics_per_server,
             expand,
+            sweep,
             out,
             format,
             json,
@@ -415,6 +421,8 @@ fn main() -> ExitCode {
             expand,
             out: &out,
             json: json || format == Format::Json,
+            sweep: sweep.as_deref(),
+            quiet: false,
         }),
         Command::Cluster { action } => cmd::cluster::run(action),
         Command::Plan(args) => cmd::plan::run(&args),

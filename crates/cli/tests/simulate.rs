@@ -257,3 +257,34 @@ fn framework_model_files_simulate_with_their_communicators() {
     assert!(r.err.contains("bad.conf") && r.err.contains("gz"), "{}", r.err);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--sweep nic=…` runs one variant per value on rayon's threads: each variant's folder holds
+/// the same summary as a lone run with that `--nic` (the sweep changes where runs happen, not
+/// what they compute), faster NICs shorten the iteration, and `sweep.csv` compares them.
+#[test]
+fn a_nic_sweep_matches_lone_runs_and_orders_the_gains() {
+    let dir = temp_dir("simulate", "sweep");
+    let conf = dir.join("gpt.conf");
+    std::fs::write(&conf, "layers = 8\nhidden = 4096\nseq_len = 2048\nvocab = 51200\nmicro_batch = 1\nnum_microbatches = 4\niterations = 1\ntp = 8\npp = 2\ndp = 4\nsequence_parallel = true\ndistributed_optimizer = true\n").unwrap();
+    let out = dir.join("sweep");
+    let r = simulate(&[conf.to_str().unwrap(), "--sweep", "nic=8x100g,8x200g,8x400g", "-o", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("what-if sweep of nic") && r.out.contains("vs previous"), "{}", r.out);
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), ["8x100g", "8x200g", "8x400g"], "{csv}");
+    let iter: Vec<f64> = rows.iter().map(|r| r[1].parse().unwrap()).collect();
+    assert!(iter[0] > iter[1] && iter[1] > iter[2], "faster NICs, shorter iterations: {iter:?}");
+    let summary = |p: &Path| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p.join("summary.json")).unwrap()).unwrap();
+        v["summary"].clone()
+    };
+    let lone = dir.join("lone");
+    let r = simulate(&[conf.to_str().unwrap(), "--nic", "8x200g", "-o", lone.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(summary(&out.join("nic-8x200g")), summary(&lone));
+    assert!(out.join("nic-8x400g/simulated.parquet").is_file());
+    let r = simulate(&[conf.to_str().unwrap(), "--sweep", "nic=8x200g,8x400g", "--nic", "8x100g", "-o", out.to_str().unwrap()]);
+    assert_ne!(r.code, 0);
+    assert!(r.err.contains("do not also give --nic"), "{}", r.err);
+}

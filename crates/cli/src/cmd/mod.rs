@@ -11,6 +11,7 @@ pub mod plan;
 pub mod predict;
 pub mod report;
 pub mod simulate;
+mod simulate_sweep;
 pub mod stats;
 pub mod topo;
 pub mod trace;

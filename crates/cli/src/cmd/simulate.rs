@@ -58,6 +58,10 @@ pub struct SimulateArgs<'a> {
     pub expand: bool,
     pub out: &'a Path,
     pub json: bool,
+    /// `KEY=V1,V2,…`: one run per value, on every core (`sweep.rs`).
+    pub sweep: Option<&'a str>,
+    /// Write the outputs without printing the summary (the sweep prints one table).
+    pub quiet: bool,
 }
 
 /// Ops above which the traces are not written (they would be larger than useful).
@@ -66,9 +70,16 @@ const TRACE_MAX_OPS: usize = 2_000_000;
 const TRACE_MAX_SPANS: usize = 500_000;
 
 pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
-    if !(a.scale_network.is_finite() && a.scale_network > 0.0) {
-        return Err(format!("--scale-network {}: expected a positive factor", a.scale_network).into());
+    if let Some(spec) = a.sweep {
+        return super::simulate_sweep::run(a, spec);
     }
+    let w = checked_workload(a)?;
+    run_on(a, &w)?;
+    Ok(())
+}
+
+/// The workload of `a`, with Kineto compute times attached when given, checked.
+pub(crate) fn checked_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn std::error::Error>> {
     let mut w = load_workload(a)?;
     if !a.kineto.is_empty() {
         let paths: Vec<&Path> = a.kineto.iter().map(PathBuf::as_path).collect();
@@ -78,6 +89,15 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
         w.notes.push(format!("compute times from Kineto: {} of the compute tasks measured", rep.measured_tasks()));
     }
     w.validate().map_err(|e| format!("{}: inconsistent workload: {e}", w.name))?;
+    Ok(w)
+}
+
+/// Simulates `w` as `a` says (cluster, NICs, network mode and scale) and writes the outputs in
+/// `a.out`; the run's summary.
+pub(crate) fn run_on(a: &SimulateArgs<'_>, w: &Workload) -> Result<engine::Summary, Box<dyn std::error::Error>> {
+    if !(a.scale_network.is_finite() && a.scale_network > 0.0) {
+        return Err(format!("--scale-network {}: expected a positive factor", a.scale_network).into());
+    }
     let mut cluster = match a.cluster {
         Some(c) => super::cluster::resolve(c)?,
         None => commlens_model::presets::preset("dgx-h100").expect("built-in preset"),
@@ -105,7 +125,7 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
                 nics_per_server: a.simai_nics_per_server,
                 gpus_per_server: cluster.gpus_per_node,
             };
-            Box::new(simai::SimaiNetwork::for_workload(&w, flags))
+            Box::new(simai::SimaiNetwork::for_workload(w, flags))
         }
         (None, None) => match a.mode {
             Mode::Analytical => Box::new(
@@ -124,7 +144,7 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
         _ => return Err("--simai-nv and --simai-nic go together (SimAI's -nv and -nic, GB/s)".into()),
     };
     let started = std::time::Instant::now();
-    let bar = progress_bar();
+    let bar = if a.quiet { None } else { progress_bar() };
     let tick = |done: u64, total: u64| {
         if let Some(b) = &bar {
             b.set_length(total);
@@ -132,12 +152,13 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
         }
     };
     let opts = EngineOptions { record: true, progress: Some(&tick) };
-    let run = engine::run(&w, compute.as_ref(), net.as_mut(), &opts)?;
+    let run = engine::run(w, compute.as_ref(), net.as_mut(), &opts)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let sim_s = started.elapsed().as_secs_f64();
-    write_outputs(a, &w, &run, &cluster, sim_s)
+    write_outputs(a, w, &run, &cluster, sim_s)?;
+    Ok(run.summary)
 }
 
 /// The workload named on the command line, by the front end its content asks for.
@@ -325,6 +346,9 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
         wrote.push(pf.display().to_string());
     } else {
         eprintln!("note: {} operations: traces not written (more than {TRACE_MAX_OPS})", t.n_ops());
+    }
+    if a.quiet {
+        return Ok(());
     }
     if a.json {
         println!("{body}");
