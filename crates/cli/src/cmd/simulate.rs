@@ -19,6 +19,7 @@ use commlens_model::Cluster;
 use commlens_sim::compute::{ComputeCost, KernelCost, KernelTable, Roofline};
 use commlens_sim::engine::{self, EngineOptions, Run};
 use commlens_sim::network::Network;
+use commlens_sim::timings::Phase;
 use commlens_sim::{analytical, flow, output, simai};
 use commlens_workload::{aicb, chakra, megatron, replay, GroupKind, Workload};
 use std::io::{IsTerminal, Write};
@@ -69,6 +70,8 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
     if !(a.scale_network.is_finite() && a.scale_network > 0.0) {
         return Err(format!("--scale-network {}: expected a positive factor", a.scale_network).into());
     }
+    let whole = Phase::start("simulate (all phases)");
+    let ph = Phase::start("workload build");
     let mut w = load_workload(a)?;
     if !a.kineto.is_empty() {
         let paths: Vec<&Path> = a.kineto.iter().map(PathBuf::as_path).collect();
@@ -77,7 +80,10 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
         let rep = chakra::attach_kineto_times_with(&mut w, &paths, chakra::AttachOptions { host_time: true })?;
         w.notes.push(format!("compute times from Kineto: {} of the compute tasks measured", rep.measured_tasks()));
     }
+    ph.end();
+    let ph = Phase::start("workload check");
     w.validate().map_err(|e| format!("{}: inconsistent workload: {e}", w.name))?;
+    ph.end();
     let mut cluster = match a.cluster {
         Some(c) => super::cluster::resolve(c)?,
         None => commlens_model::presets::preset("dgx-h100").expect("built-in preset"),
@@ -137,7 +143,9 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
         b.finish_and_clear();
     }
     let sim_s = started.elapsed().as_secs_f64();
-    write_outputs(a, &w, &run, &cluster, sim_s)
+    let r = write_outputs(a, &w, &run, &cluster, sim_s);
+    whole.end();
+    r
 }
 
 /// The workload named on the command line, by the front end its content asks for.
@@ -271,10 +279,17 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluster, sim_s: f64) -> CmdResult {
     let out = a.out;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let ph = Phase::start("table build");
     let (t, spans) = output::to_table_with(w, run, cluster, &output::TableOptions { expand: a.expand, ..Default::default() });
+    ph.end();
+    let ph = Phase::start("enrichment");
     let enrich = Enrichment::new(&t);
+    ph.end();
+    let ph = Phase::start("parquet write");
     let pq = out.join("simulated.parquet");
     let s = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), &pq)?;
+    ph.end();
+    let ph = Phase::start("summary files");
     // SimAI's summary line, from our figures.
     let sm = &run.summary;
     let e2e = simai::EndToEnd {
@@ -316,6 +331,8 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
     let body = serde_json::to_string_pretty(&summary)?;
     crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body))?;
     let mut wrote = vec![pq.display().to_string(), sum_path.display().to_string(), e2e_path.display().to_string(), links_path.display().to_string()];
+    ph.end();
+    let ph = Phase::start("traces");
     if t.n_ops() <= TRACE_MAX_OPS {
         let ranges = compute_ranges(&t, &spans);
         let opts = TraceOptions { ranges, ..TraceOptions::default() };
@@ -326,6 +343,7 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
     } else {
         eprintln!("note: {} operations: traces not written (more than {TRACE_MAX_OPS})", t.n_ops());
     }
+    ph.end();
     if a.json {
         println!("{body}");
         return Ok(());
