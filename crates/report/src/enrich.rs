@@ -16,7 +16,7 @@ pub struct Enrichment<'t> {
     /// two operations share: for `Enrich::args`, which sees only the
     /// operation. Built on first use; the exporters call `args_at`, which
     /// is told the position, so they never build it.
-    refs: std::cell::OnceCell<std::collections::HashMap<(u32, u64), (u32, u32)>>,
+    refs: std::sync::OnceLock<std::collections::HashMap<(u32, u64), (u32, u32)>>,
     class: Vec<Option<Parallelism>>,
     /// Per device, per operation: confidence of the fusion match, when fused.
     confidence: Option<&'t [Vec<Option<f32>>]>,
@@ -37,7 +37,7 @@ impl<'t> Enrichment<'t> {
         for c in classify::infer(table).comms {
             class[c.comm.ix()] = Some(c.class);
         }
-        Enrichment { table, bw, refs: std::cell::OnceCell::new(), class, confidence: None, expected: None }
+        Enrichment { table, bw, refs: std::sync::OnceLock::new(), class, confidence: None, expected: None }
     }
 
     /// The bandwidth figures every operation is judged by (for the model's

@@ -33,6 +33,8 @@ fn cpu_s() -> f64 {
 pub struct Phase {
     name: &'static str,
     wall: Instant,
+    /// Process CPU time at the start; NaN for a phase that runs beside others (the process's
+    /// CPU time would count theirs too), whose line gives wall time only.
     cpu: f64,
 }
 
@@ -41,10 +43,19 @@ impl Phase {
         Phase { name, wall: Instant::now(), cpu: if enabled() { cpu_s() } else { 0.0 } }
     }
 
+    /// A phase running at the same time as others: its line gives wall time only.
+    pub fn concurrent(name: &'static str) -> Phase {
+        Phase { name, wall: Instant::now(), cpu: f64::NAN }
+    }
+
     pub fn end(self) {
         if enabled() {
             let wall = self.wall.elapsed().as_secs_f64();
-            eprintln!("timing: {}: {:.3} s wall, {:.3} s cpu", self.name, wall, cpu_s() - self.cpu);
+            if self.cpu.is_nan() {
+                eprintln!("timing: {}: {:.3} s wall (beside other phases)", self.name, wall);
+            } else {
+                eprintln!("timing: {}: {:.3} s wall, {:.3} s cpu", self.name, wall, cpu_s() - self.cpu);
+            }
         }
     }
 }
