@@ -12,7 +12,7 @@
 use super::CmdResult;
 use commlens_report::enrich::Enrichment;
 use commlens_core::OpTable;
-use commlens_export::{TimeRange, TraceOptions};
+use commlens_export::{chrome, perfetto, TimeRange, TraceOptions};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_model::tuner::NcclEnv;
 use commlens_model::Cluster;
@@ -285,12 +285,49 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
     let ph = Phase::start("enrichment");
     let enrich = Enrichment::new(&t);
     ph.end();
-    let ph = Phase::start("parquet write");
+    // The Parquet table, the summary files and the two traces read the same table and write
+    // different files: they run side by side. Errors are reported in this order whatever
+    // finished first.
+    let ph = Phase::start("outputs (Parquet, summary files, traces side by side)");
     let pq = out.join("simulated.parquet");
-    let s = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), &pq)?;
+    let (pq_res, (sum_res, trace_res)) = rayon::join(
+        || {
+            let ph = Phase::concurrent("parquet write");
+            // A table of representatives says how many ranks it stands for (readers print it).
+            let represented = (t.devices.len() < w.world as usize).then_some(u64::from(w.world));
+            let r = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), represented, &pq)
+                .map_err(|e| e.to_string());
+            ph.end();
+            r
+        },
+        || rayon::join(|| summary_files(a, w, run, cluster, sim_s), || traces(&t, &enrich, &spans, out)),
+    );
     ph.end();
-    let ph = Phase::start("summary files");
-    // SimAI's summary line, from our figures.
+    let s = pq_res?;
+    let (sum_path, e2e_path, links_path, body) = sum_res?;
+    let mut wrote = vec![pq.display().to_string(), sum_path.display().to_string(), e2e_path.display().to_string(), links_path.display().to_string()];
+    wrote.extend(trace_res?);
+    if a.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let sm = &run.summary;
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "simulated {} on {} ({} ranks, {} simulated) in {:.2} s", w.name, cluster.name, w.world, sm.ranks_simulated, sim_s)?;
+    write!(o, "{}", output::summary_text(run))?;
+    for n in &w.notes {
+        writeln!(o, "note: {n}")?;
+    }
+    writeln!(o, "wrote {} ({} rows, Simulated)", wrote.join(", "), s.rows)?;
+    writeln!(o, "every command reads the table: commlens report {} -o report.html", pq.display())?;
+    Ok(())
+}
+
+/// `EndToEnd.csv` (SimAI's summary line, from our figures), `links.csv` and `summary.json`;
+/// their paths and the JSON text.
+fn summary_files(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluster, sim_s: f64) -> Result<(PathBuf, PathBuf, PathBuf, String), String> {
+    let ph = Phase::concurrent("summary files");
+    let out = a.out;
     let sm = &run.summary;
     let e2e = simai::EndToEnd {
         file_name: w.name.clone(),
@@ -306,14 +343,14 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
         layers: Vec::new(),
     };
     let e2e_path = out.join("EndToEnd.csv");
-    crate::outputs::write_atomic(&e2e_path, |p| std::fs::write(p, e2e.summary_csv()))?;
+    crate::outputs::write_atomic(&e2e_path, |p| std::fs::write(p, e2e.summary_csv())).map_err(|e| e.to_string())?;
     let links_path = out.join("links.csv");
     let mut links = String::from("link,bytes,busy_us,capacity_gb_s,utilisation\n");
     for l in &run.link_usage {
         let util = if sm.total_us > 0.0 { l.busy_us / sm.total_us } else { 0.0 };
         links.push_str(&format!("{},{:.0},{:.3},{:.1},{:.4}\n", l.name, l.bytes, l.busy_us, l.capacity_gb_s, util));
     }
-    crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links))?;
+    crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links)).map_err(|e| e.to_string())?;
     let summary = serde_json::json!({
         "workload": w.name,
         "world": w.world,
@@ -328,35 +365,41 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
         "wall_s": sim_s,
     });
     let sum_path = out.join("summary.json");
-    let body = serde_json::to_string_pretty(&summary)?;
-    crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body))?;
-    let mut wrote = vec![pq.display().to_string(), sum_path.display().to_string(), e2e_path.display().to_string(), links_path.display().to_string()];
+    let body = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+    crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body)).map_err(|e| e.to_string())?;
     ph.end();
-    let ph = Phase::start("traces");
-    if t.n_ops() <= TRACE_MAX_OPS {
-        let ranges = compute_ranges(&t, &spans);
-        let opts = TraceOptions { ranges, ..TraceOptions::default() };
-        let (json, pf) = (out.join("trace.json"), out.join("trace.pftrace"));
-        crate::outputs::write_traces(&t, &enrich, &opts, &json, &pf)?;
-        wrote.push(json.display().to_string());
-        wrote.push(pf.display().to_string());
-    } else {
+    Ok((sum_path, e2e_path, links_path, body))
+}
+
+/// The Chrome JSON and Perfetto traces (side by side), with the compute spans as ranges; their
+/// paths, or none for a table too large to draw.
+fn traces(t: &OpTable, enrich: &Enrichment<'_>, spans: &output::ComputeSpans, out: &Path) -> Result<Vec<String>, String> {
+    if t.n_ops() > TRACE_MAX_OPS {
         eprintln!("note: {} operations: traces not written (more than {TRACE_MAX_OPS})", t.n_ops());
+        return Ok(Vec::new());
     }
-    ph.end();
-    if a.json {
-        println!("{body}");
-        return Ok(());
-    }
-    let mut o = std::io::stdout().lock();
-    writeln!(o, "simulated {} on {} ({} ranks, {} simulated) in {:.2} s", w.name, cluster.name, w.world, sm.ranks_simulated, sim_s)?;
-    write!(o, "{}", output::summary_text(run))?;
-    for n in &w.notes {
-        writeln!(o, "note: {n}")?;
-    }
-    writeln!(o, "wrote {} ({} rows, Simulated)", wrote.join(", "), s.rows)?;
-    writeln!(o, "every command reads the table: commlens report {} -o report.html", pq.display())?;
-    Ok(())
+    let ranges = compute_ranges(t, spans);
+    let opts = TraceOptions { ranges, ..TraceOptions::default() };
+    let (json, pf) = (out.join("trace.json"), out.join("trace.pftrace"));
+    let (j, p) = rayon::join(
+        || {
+            let ph = Phase::concurrent("chrome trace");
+            let r = crate::outputs::write_atomic(&json, |tmp| chrome::write_chrome_trace_file(t, enrich, &opts, tmp))
+                .map_err(|e| format!("{}: {e}", json.display()));
+            ph.end();
+            r
+        },
+        || {
+            let ph = Phase::concurrent("perfetto trace");
+            let r = crate::outputs::write_atomic(&pf, |tmp| perfetto::write_perfetto_trace_file(t, enrich, &opts, tmp))
+                .map_err(|e| format!("{}: {e}", pf.display()));
+            ph.end();
+            r
+        },
+    );
+    j?;
+    p?;
+    Ok(vec![json.display().to_string(), pf.display().to_string()])
 }
 
 /// Compute spans as trace ranges (one lane per rank in the ranges process).
