@@ -34,6 +34,7 @@ use serde::Serialize;
 use crate::compute::ComputeCost;
 use crate::network::{LinkUsage, NetOpId, Network};
 use crate::timings::Phase as Timed;
+use rayon::prelude::*;
 
 pub use summary::{breakdown, Breakdown, KindTime};
 
@@ -220,9 +221,8 @@ pub fn run(w: &Workload, compute: &dyn ComputeCost, net: &mut dyn Network, opts:
     ph.end();
     let ph = Timed::start("breakdown and summary");
     let total = ranks.iter().map(|r| r.end_us).fold(0.0, f64::max);
-    for r in &mut ranks {
-        r.breakdown = breakdown(&r.compute, &r.ops, total);
-    }
+    // Each rank's sweep reads only its own records: one task per rank.
+    ranks.par_iter_mut().for_each(|r| r.breakdown = breakdown(&r.compute, &r.ops, total));
     let summary = summary::summarize(w, &ranks, total);
     ph.end();
     if !opts.record {
