@@ -384,7 +384,7 @@ fn traces(t: &OpTable, enrich: &Enrichment<'_>, spans: &output::ComputeSpans, ou
     let (j, p) = rayon::join(
         || {
             let ph = Phase::concurrent("chrome trace");
-            let r = crate::outputs::write_atomic(&json, |tmp| chrome::write_chrome_trace_file(t, enrich, &opts, tmp))
+            let r = crate::outputs::write_atomic(&json, |tmp| chrome::write_chrome_trace_par_file(t, enrich, &opts, tmp))
                 .map_err(|e| format!("{}: {e}", json.display()));
             ph.end();
             r
