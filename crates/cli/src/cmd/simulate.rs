@@ -22,6 +22,7 @@ use commlens_sim::network::Network;
 use commlens_sim::timings::Phase;
 use commlens_sim::{analytical, flow, output, simai};
 use commlens_workload::{aicb, chakra, megatron, replay, GroupKind, Workload};
+use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -344,29 +345,44 @@ fn summary_files(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
     };
     let e2e_path = out.join("EndToEnd.csv");
     crate::outputs::write_atomic(&e2e_path, |p| std::fs::write(p, e2e.summary_csv())).map_err(|e| e.to_string())?;
+    // links.csv (lines formatted on every core) beside summary.json: a flow run at scale has
+    // tens of thousands of links in both.
     let links_path = out.join("links.csv");
-    let mut links = String::from("link,bytes,busy_us,capacity_gb_s,utilisation\n");
-    for l in &run.link_usage {
-        let util = if sm.total_us > 0.0 { l.busy_us / sm.total_us } else { 0.0 };
-        links.push_str(&format!("{},{:.0},{:.3},{:.1},{:.4}\n", l.name, l.bytes, l.busy_us, l.capacity_gb_s, util));
-    }
-    crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links)).map_err(|e| e.to_string())?;
-    let summary = serde_json::json!({
-        "workload": w.name,
-        "world": w.world,
-        "ranks_simulated": sm.ranks_simulated,
-        "cluster": cluster.name,
-        "mode": if a.simai_nv.is_some() { "simai-busbw" } else if a.mode == Mode::Flow { "flow" } else { "analytical" },
-        "scale_network": a.scale_network,
-        "summary": sm,
-        "links": run.link_usage,
-        "engine": run.stats,
-        "notes": w.notes,
-        "wall_s": sim_s,
-    });
+    let csv = || -> Result<(), String> {
+        let lines: Vec<String> = run
+            .link_usage
+            .par_iter()
+            .map(|l| {
+                let util = if sm.total_us > 0.0 { l.busy_us / sm.total_us } else { 0.0 };
+                format!("{},{:.0},{:.3},{:.1},{:.4}\n", l.name, l.bytes, l.busy_us, l.capacity_gb_s, util)
+            })
+            .collect();
+        let mut links = String::from("link,bytes,busy_us,capacity_gb_s,utilisation\n");
+        links.extend(lines);
+        crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links)).map_err(|e| e.to_string())
+    };
     let sum_path = out.join("summary.json");
-    let body = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
-    crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body)).map_err(|e| e.to_string())?;
+    let json = || -> Result<String, String> {
+        let summary = serde_json::json!({
+            "workload": w.name,
+            "world": w.world,
+            "ranks_simulated": sm.ranks_simulated,
+            "cluster": cluster.name,
+            "mode": if a.simai_nv.is_some() { "simai-busbw" } else if a.mode == Mode::Flow { "flow" } else { "analytical" },
+            "scale_network": a.scale_network,
+            "summary": sm,
+            "links": run.link_usage,
+            "engine": run.stats,
+            "notes": w.notes,
+            "wall_s": sim_s,
+        });
+        let body = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+        crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body)).map_err(|e| e.to_string())?;
+        Ok(body)
+    };
+    let (c, j) = rayon::join(csv, json);
+    c?;
+    let body = j?;
     ph.end();
     Ok((sum_path, e2e_path, links_path, body))
 }
