@@ -269,6 +269,19 @@ pub fn implausible_devices(t: &OpTable) -> Vec<String> {
     out
 }
 
+/// For a table that holds only some of its job's ranks (`simulate` runs ranks with the same
+/// program once and records the job's size in the file): how many ranks the rows stand for.
+fn represented_note(t: &OpTable, represented: Option<u64>) -> Option<String> {
+    let ranks = t.devices.len() as u64;
+    let world = represented.filter(|&w| w > ranks)?;
+    use commlens_export::report::scale::group_digits;
+    Some(format!(
+        "simulated: {} ranks representing {} (each stands for the ranks that run its program; per-rank figures are per simulated rank)",
+        group_digits(ranks),
+        group_digits(world)
+    ))
+}
+
 /// Reads the Parquet tables and the other inputs and merges them when that
 /// is sound. With no Parquet file this is `load_any`; with one table and
 /// nothing else, the table exactly as written.
@@ -324,6 +337,9 @@ fn load_split_quiet(s: &Split, opts: &ReadOptions, cols: &Columns, note: bool) -
                 );
                 if sum.columns_read < Columns::all().len() {
                     eprintln!("  ({} of {} columns read)", sum.columns_read, Columns::all().len());
+                }
+                if let Some(n) = represented_note(&table, sum.ranks_represented) {
+                    eprintln!("  {n}");
                 }
                 parts.push((path.display().to_string(), table));
             }

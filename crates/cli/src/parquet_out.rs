@@ -15,19 +15,21 @@ pub fn write(
     with_confidence: bool,
     path: &Path,
 ) -> Result<WriteSummary, Box<dyn std::error::Error>> {
-    write_with(t, enrich, with_confidence, None, path)
+    write_with(t, enrich, with_confidence, None, None, path)
 }
 
-/// As [`write`], with every row's `source_kind` (the simulator's rows are `Simulated`).
+/// As [`write`], with every row's `source_kind` (the simulator's rows are `Simulated`) and,
+/// for a table of representative ranks, how many ranks its rows stand for.
 pub fn write_with(
     t: &OpTable,
     enrich: &Enrichment<'_>,
     with_confidence: bool,
     source_kind: Option<commlens_core::SourceKind>,
+    ranks_represented: Option<u64>,
     path: &Path,
 ) -> Result<WriteSummary, Box<dyn std::error::Error>> {
     let extra = extras(t, enrich, with_confidence);
-    let opts = WriteOptions { extra, source_kind, ..WriteOptions::default() };
+    let opts = WriteOptions { extra, source_kind, ranks_represented, ..WriteOptions::default() };
     // A missing folder is created, as `report` does for its file.
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

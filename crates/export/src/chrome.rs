@@ -1,6 +1,7 @@
 //! Chrome trace JSON (the `{"traceEvents": […]}` format that Perfetto's UI and
 //! `chrome://tracing` open), written as a stream: one event at a time through
-//! a `BufWriter`, never the whole document in memory.
+//! a `BufWriter`, never the whole document in memory ([`write_chrome_trace_par`] renders
+//! a window of ranks on every core and holds their text until it is written in order).
 //!
 //! Layout (see [`crate::timeline`]): one process per rank (`pid` = global
 //! rank, named `rank 3 (host:pid, GPU 1)` by `process_name`, ordered by
@@ -36,7 +37,111 @@ pub fn write_chrome_trace<W: Write>(
     w.header(table, opts)?;
     let pids = pids(table);
     for d in device_order(&pids) {
-        let pid = pids[d];
+        w.rank(table, d, pids[d], enrich, opts, &mut sum)?;
+    }
+    w.ranges(&pids, opts, sum)
+}
+
+/// Ranks rendered per task by [`write_chrome_trace_par`] before they are written in order:
+/// bounds the memory held to this many ranks' text.
+const PAR_WINDOW: usize = 256;
+
+/// [`write_chrome_trace`] with the ranks rendered on every core (each rank's events into its
+/// own buffer, written in trace order): the same bytes. Needs an enrichment that threads can
+/// share.
+pub fn write_chrome_trace_par<W: Write>(
+    table: &OpTable,
+    enrich: &(dyn Enrich + Sync),
+    opts: &TraceOptions,
+    out: W,
+) -> io::Result<TraceSummary> {
+    use rayon::prelude::*;
+    let mut w =
+        JsonEvents { w: BufWriter::with_capacity(1 << 16, Counting { inner: out, n: 0 }), first: true };
+    let mut sum = TraceSummary::default();
+    w.header(table, opts)?;
+    let pids = pids(table);
+    let order = device_order(&pids);
+    for window in order.chunks(PAR_WINDOW) {
+        let parts: Vec<io::Result<(Vec<u8>, TraceSummary)>> = window
+            .par_iter()
+            .map(|&d| {
+                // Not first: every event of the block starts with its separator.
+                let mut r = JsonEvents { w: Vec::new(), first: false };
+                let mut s = TraceSummary::default();
+                r.rank(table, d, pids[d], enrich, opts, &mut s)?;
+                Ok((r.w, s))
+            })
+            .collect();
+        for p in parts {
+            let (bytes, s) = p?;
+            // The document's first event has no comma before it.
+            let body = if w.first { bytes.strip_prefix(b",").unwrap_or(&bytes) } else { &bytes[..] };
+            w.first &= bytes.is_empty();
+            w.w.write_all(body)?;
+            sum.add(&s);
+        }
+    }
+    w.ranges(&pids, opts, sum)
+}
+
+/// [`write_chrome_trace_par`] into a new file at `path`.
+pub fn write_chrome_trace_par_file(
+    table: &OpTable,
+    enrich: &(dyn Enrich + Sync),
+    opts: &TraceOptions,
+    path: &Path,
+) -> io::Result<TraceSummary> {
+    write_chrome_trace_par(table, enrich, opts, std::fs::File::create(path)?)
+}
+
+impl<W: Write> JsonEvents<BufWriter<Counting<W>>> {
+    /// The ranges process (when there are ranges), the closing bracket, and the byte count.
+    fn ranges(mut self, pids: &[u32], opts: &TraceOptions, mut sum: TraceSummary) -> io::Result<TraceSummary> {
+        let w = &mut self;
+        if !opts.ranges.is_empty() {
+            // One more process after the ranks: the NVTX / iteration ranges.
+            let pid = pids.iter().max().map_or(0, |m| m.saturating_add(1));
+            w.meta(pid, 0, "process_name", "name", &ArgValue::Str("NVTX ranges".into()))?;
+            w.meta(pid, 0, "process_sort_index", "sort_index", &ArgValue::Uint(pid.into()))?;
+            for (k, (name, idx)) in range_tracks(&opts.ranges).into_iter().enumerate() {
+                let tid = k as u32 + 1;
+                w.meta(pid, tid, "thread_name", "name", &ArgValue::Str(name))?;
+                w.meta(pid, tid, "thread_sort_index", "sort_index", &ArgValue::Uint(tid.into()))?;
+                for i in idx {
+                    let r = &opts.ranges[i];
+                    let s = r.start_ns - opts.time_offset_ns;
+                    w.event(&r.name, "nvtx", pid, tid, s, Some(r.end_ns - opts.time_offset_ns), &[])?;
+                    sum.ranges += 1;
+                }
+            }
+        }
+        w.w.write_all(b"\n]}\n")?;
+        sum.bytes = Counting::flush_count(&mut w.w)?;
+        Ok(sum)
+    }
+}
+
+/// [`write_chrome_trace`] into a new file at `path`.
+pub fn write_chrome_trace_file(
+    table: &OpTable,
+    enrich: &dyn Enrich,
+    opts: &TraceOptions,
+    path: &Path,
+) -> io::Result<TraceSummary> {
+    write_chrome_trace(table, enrich, opts, std::fs::File::create(path)?)
+}
+
+/// Events as JSON into `w` (the file's buffered writer, or one rank's buffer).
+struct JsonEvents<W: Write> {
+    w: W,
+    first: bool,
+}
+
+impl<W: Write> JsonEvents<W> {
+    /// One rank's process: its names, its tracks and their events.
+    fn rank(&mut self, table: &OpTable, d: usize, pid: u32, enrich: &dyn Enrich, opts: &TraceOptions, sum: &mut TraceSummary) -> io::Result<()> {
+        let w = self;
         sum.processes += 1;
         w.meta(pid, 0, "process_name", "name", &ArgValue::Str(process_name(table, d)))?;
         w.meta(pid, 0, "process_sort_index", "sort_index", &ArgValue::Uint(pid.into()))?;
@@ -53,45 +158,9 @@ pub fn write_chrome_trace<W: Write>(
             w.event(name, cat, pid, e.track + 1, e.start_ns, e.end_ns, &args)?;
             sum.count_event(e);
         }
+        Ok(())
     }
-    if !opts.ranges.is_empty() {
-        // One more process after the ranks: the NVTX / iteration ranges.
-        let pid = pids.iter().max().map_or(0, |m| m.saturating_add(1));
-        w.meta(pid, 0, "process_name", "name", &ArgValue::Str("NVTX ranges".into()))?;
-        w.meta(pid, 0, "process_sort_index", "sort_index", &ArgValue::Uint(pid.into()))?;
-        for (k, (name, idx)) in range_tracks(&opts.ranges).into_iter().enumerate() {
-            let tid = k as u32 + 1;
-            w.meta(pid, tid, "thread_name", "name", &ArgValue::Str(name))?;
-            w.meta(pid, tid, "thread_sort_index", "sort_index", &ArgValue::Uint(tid.into()))?;
-            for i in idx {
-                let r = &opts.ranges[i];
-                let s = r.start_ns - opts.time_offset_ns;
-                w.event(&r.name, "nvtx", pid, tid, s, Some(r.end_ns - opts.time_offset_ns), &[])?;
-                sum.ranges += 1;
-            }
-        }
-    }
-    w.w.write_all(b"\n]}\n")?;
-    sum.bytes = Counting::flush_count(&mut w.w)?;
-    Ok(sum)
-}
 
-/// [`write_chrome_trace`] into a new file at `path`.
-pub fn write_chrome_trace_file(
-    table: &OpTable,
-    enrich: &dyn Enrich,
-    opts: &TraceOptions,
-    path: &Path,
-) -> io::Result<TraceSummary> {
-    write_chrome_trace(table, enrich, opts, std::fs::File::create(path)?)
-}
-
-struct JsonEvents<W: Write> {
-    w: BufWriter<Counting<W>>,
-    first: bool,
-}
-
-impl<W: Write> JsonEvents<W> {
     fn header(&mut self, table: &OpTable, opts: &TraceOptions) -> io::Result<()> {
         let w = &mut self.w;
         w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"commlens ")?;

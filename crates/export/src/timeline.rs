@@ -506,6 +506,18 @@ impl TraceSummary {
         }
     }
 
+    /// Adds the counts of another part of the same trace (bytes are the writer's).
+    pub(crate) fn add(&mut self, o: &TraceSummary) {
+        self.processes += o.processes;
+        self.tracks += o.tracks;
+        self.overflow_tracks += o.overflow_tracks;
+        self.slices += o.slices;
+        self.instants += o.instants;
+        self.comm_track_events += o.comm_track_events;
+        self.untimed_ops += o.untimed_ops;
+        self.ranges += o.ranges;
+    }
+
     /// Counts an event of a rank: a communicators-track event, a slice or an instant.
     pub(crate) fn count_event(&mut self, e: &Placed<'_>) {
         match (e.label.is_some(), e.end_ns.is_some()) {

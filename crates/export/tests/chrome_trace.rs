@@ -5,15 +5,20 @@
 mod common;
 
 use commlens_core::{CollOp, OpKind, OpTable};
-use commlens_export::chrome::{write_chrome_trace, write_chrome_trace_file};
+use commlens_export::chrome::{write_chrome_trace, write_chrome_trace_file, write_chrome_trace_par};
 use commlens_export::timeline::{op_args, ArgValue, Enrich, NoEnrich, TraceOptions, TraceSummary};
 use common::*;
 use serde_json::{json, Value};
 
-fn export(table: &OpTable, enrich: &dyn Enrich, opts: &TraceOptions) -> (Vec<u8>, TraceSummary) {
+/// The trace, checked to be the same bytes and counts when the ranks are rendered in parallel.
+fn export(table: &OpTable, enrich: &(dyn Enrich + Sync), opts: &TraceOptions) -> (Vec<u8>, TraceSummary) {
     let mut buf = Vec::new();
     let sum = write_chrome_trace(table, enrich, opts, &mut buf).unwrap();
     assert_eq!(sum.bytes, buf.len() as u64);
+    let mut par = Vec::new();
+    let psum = write_chrome_trace_par(table, enrich, opts, &mut par).unwrap();
+    assert!(buf == par, "parallel rendering changed the bytes");
+    assert_eq!(sum, psum);
     (buf, sum)
 }
 

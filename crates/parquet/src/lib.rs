@@ -56,6 +56,8 @@ pub const META_SCHEMA_VERSION: &str = "commlens.schema_version";
 pub const META_SOURCES: &str = "commlens.sources";
 /// Footer key holding [`WriteOptions::source_kind`] (absent when not given).
 pub const META_SOURCE_KIND: &str = "commlens.source_kind";
+/// Footer key holding [`WriteOptions::ranks_represented`] (absent when not given).
+pub const META_RANKS_REPRESENTED: &str = "commlens.ranks_represented";
 /// Footer key holding the extra column names as a JSON array of strings.
 pub const META_EXTRA_COLUMNS: &str = "commlens.extra_columns";
 
@@ -113,6 +115,9 @@ pub struct WriteOptions {
     /// Where the table came from; the table itself does not record it. Written
     /// to every row's `source_kind` (null when `None`) and to the footer.
     pub source_kind: Option<SourceKind>,
+    /// How many ranks the rows stand for, when the table holds only some of the job's ranks
+    /// (a simulation keeps one rank per program); written to the footer.
+    pub ranks_represented: Option<u64>,
     pub extra: Vec<ExtraColumn>,
 }
 
@@ -122,6 +127,7 @@ impl Default for WriteOptions {
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             compression: Compression::Snappy,
             source_kind: None,
+            ranks_represented: None,
             extra: Vec::new(),
         }
     }

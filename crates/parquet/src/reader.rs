@@ -21,7 +21,7 @@
 use crate::projection::Columns;
 use crate::rows::{needed, read_group, Builder, ColumnMap};
 use crate::schema::{source_kind_name, SCHEMA_VERSION};
-use crate::{META_COMMLENS_VERSION, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
+use crate::{META_COMMLENS_VERSION, META_RANKS_REPRESENTED, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
 use commlens_core::{OpTable, SourceKind};
 use parquet::errors::ParquetError;
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -40,6 +40,9 @@ pub struct ReadSummary {
     pub writer_version: Option<String>,
     /// `commlens.source_kind`, when the writer was told.
     pub source_kind: Option<SourceKind>,
+    /// `commlens.ranks_represented`: the ranks the rows stand for, when the table holds only
+    /// some (a simulation's representatives); unreadable values count as absent.
+    pub ranks_represented: Option<u64>,
     /// Columns of the file that are not read back (extra columns such as
     /// `busbw_gb_s`, and the derived `source_kind`/`gpu_dur_ns`).
     pub ignored_columns: Vec<String>,
@@ -177,6 +180,7 @@ fn read_table_unguarded(path: &Path, cols: &Columns) -> Result<(OpTable, ReadSum
         None => None,
         Some(name) => Some(source_kind_of(name).ok_or_else(|| not_ours(format!("unknown source kind `{name}`")))?),
     };
+    let ranks_represented = kv.get(META_RANKS_REPRESENTED).and_then(|v| v.parse().ok());
     let used: Vec<&str> = needed().iter().map(|c| c.0).collect();
     let ignored_columns = md
         .file_metadata()
@@ -212,6 +216,7 @@ fn read_table_unguarded(path: &Path, cols: &Columns) -> Result<(OpTable, ReadSum
         schema_version,
         writer_version: kv.get(META_COMMLENS_VERSION).map(|s| s.to_string()),
         source_kind,
+        ranks_represented,
         ignored_columns,
         saturated_values,
         columns_read: cols.len(),

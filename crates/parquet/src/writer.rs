@@ -6,7 +6,7 @@
 
 use crate::schema::{builtin_columns, leaf, physical_of, source_kind_name, Getter, Row, SCHEMA_VERSION};
 use crate::{json_string_array, Compression, ExtraValues, WriteError, WriteOptions, WriteSummary};
-use crate::{META_COMMLENS_VERSION, META_EXTRA_COLUMNS, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
+use crate::{META_COMMLENS_VERSION, META_EXTRA_COLUMNS, META_RANKS_REPRESENTED, META_SCHEMA_VERSION, META_SOURCES, META_SOURCE_KIND};
 use commlens_core::{CollOp, DevIdx, OpTable, SourceKind};
 use parquet::basic::Type as PhysicalType;
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
@@ -133,6 +133,9 @@ fn properties(table: &OpTable, opts: &WriteOptions, footer: &[(String, String)])
             META_SOURCE_KIND.to_string(),
             source_kind_name(k).to_string(),
         ));
+    }
+    if let Some(n) = opts.ranks_represented {
+        kv.push(KeyValue::new(META_RANKS_REPRESENTED.to_string(), n.to_string()));
     }
     kv.extend(footer.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())));
     Ok(WriterProperties::builder()

@@ -29,6 +29,7 @@ use commlens_model::predict::DEFAULT_VERSION;
 use commlens_model::tuner::NcclEnv;
 use commlens_model::Cluster;
 use commlens_workload::{GroupId, GroupSel, Stream, Work, Workload};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -106,138 +107,206 @@ pub fn to_table(w: &Workload, run: &Run, cluster: &Cluster) -> (OpTable, Compute
 
 pub fn to_table_with(w: &Workload, run: &Run, cluster: &Cluster, opts: &TableOptions) -> (OpTable, ComputeSpans) {
     let gpn = cluster.gpus_per_node.max(1);
-    let mut model = ModelCache::new(cluster, opts.version, opts.env.clone());
     let rows: Vec<u32> = if opts.expand {
         (0..w.world).filter(|&r| run.rank(w.representative_of(r)).is_some()).collect()
     } else {
         run.ranks.iter().map(|r| r.rank).collect()
     };
     let whole = w.groups.iter().any(|g| g.ranks.len() == w.world as usize && g.ranks.iter().enumerate().all(|(i, &r)| r == i as u32));
+    // Per group the table's ranks are in: members per node (its node count is the map's size).
+    let mut needed: Vec<GroupId> = rows.iter().flat_map(|&r| w.membership[r as usize].iter().copied()).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let built: Vec<FxHashMap<u32, u32>> = needed
+        .par_iter()
+        .map(|&g| {
+            let mut m = FxHashMap::default();
+            for &x in &w.group(g).ranks {
+                *m.entry(x / gpn).or_insert(0u32) += 1;
+            }
+            m
+        })
+        .collect();
+    let mut group_nodes: Vec<Option<FxHashMap<u32, u32>>> = vec![None; w.groups.len()];
+    for (g, m) in needed.iter().zip(built) {
+        group_nodes[g.0 as usize] = Some(m);
+    }
+    // Handles are numbered over the whole table: each row's first one follows the rows before.
+    let mut comm_base = Vec::with_capacity(rows.len());
+    let mut n_comms = 0usize;
+    for &r in &rows {
+        comm_base.push(n_comms);
+        n_comms += w.membership[r as usize].len() + usize::from(!whole);
+    }
+    // Rows are built on every core (each reads only the run and the workload; the model cache
+    // only memoises, so a cache per task gives the same timings), then appended in rank order,
+    // compute names interned in that order: the table is the same for any thread count.
+    let built: Vec<RowOut<'_>> = rows
+        .par_iter()
+        .enumerate()
+        .map_init(
+            || ModelCache::new(cluster, opts.version, opts.env.clone()),
+            |model, (i, &r)| table_row(w, run, gpn, whole, &group_nodes, opts.version, model, i, r, comm_base[i]),
+        )
+        .collect();
     let mut t = OpTable { sources: vec![format!("simulated:{}", w.name)], ..OpTable::default() };
     let mut spans = ComputeSpans::default();
     let mut name_ix: FxHashMap<&str, u32> = FxHashMap::default();
-    // Per group: (nodes, members per node), built on first use.
-    let mut group_nodes: Vec<Option<FxHashMap<u32, u32>>> = vec![None; w.groups.len()];
-
-    for (i, &r) in rows.iter().enumerate() {
-        let (proc, dev) = (ProcIdx(i as u32), DevIdx(i as u32));
-        t.processes.push(Process { host: format!("node{}", r / gpn), pid: r, nccl_version: Some(opts.version) });
-        t.devices.push(Device { proc, cuda_dev: Some(r % gpn), nvml_dev: Some(r % gpn), bus_id: None, global_rank: None, local_rank: None });
-        t.per_rank.push(commlens_core::RankOps::new());
-        // Handles: the rank's groups in membership order, then the world handle.
-        let mut handles: Vec<(GroupId, CommIdx)> = Vec::with_capacity(w.membership[r as usize].len());
-        for &g in &w.membership[r as usize] {
-            let grp = w.group(g);
-            let nodes = group_nodes[g.0 as usize].get_or_insert_with(|| {
-                let mut m = FxHashMap::default();
-                for &x in &grp.ranks {
-                    *m.entry(x / gpn).or_insert(0u32) += 1;
-                }
-                m
-            });
-            let my_node = r / gpn;
-            let mut c = CommMember::new(proc, 0x7f00_0000_0000 + ((g.0 as u64) << 8));
-            c.comm_id = Some(comm_id(g.0 as u64));
-            c.nranks = Some(grp.ranks.len() as u32);
-            c.rank = w.comm_rank(g, r);
-            c.device = Some(dev);
-            c.n_nodes = Some(nodes.len() as u32);
-            c.local_ranks = nodes.get(&my_node).copied();
-            c.local_rank = Some(grp.ranks.iter().take_while(|&&x| x != r).filter(|&&x| x / gpn == my_node).count() as u32);
-            c.init_complete = true;
-            handles.push((g, CommIdx(t.comms.len() as u32)));
-            t.comms.push(c);
-        }
-        if !whole {
-            let mut c = CommMember::new(proc, 0x7e00_0000_0000);
-            c.comm_id = Some(comm_id(WORLD_TAG));
-            c.nranks = Some(w.world);
-            c.rank = Some(r);
-            c.device = Some(dev);
-            c.n_nodes = Some(w.world.div_ceil(gpn));
-            c.local_ranks = Some(gpn.min(w.world - (r / gpn) * gpn));
-            c.local_rank = Some(r % gpn);
-            c.init_complete = true;
-            t.comms.push(c);
-        }
-
-        let rep = w.representative_of(r);
-        let Some(rr) = run.rank(rep) else { continue };
-        let prog = w.program_of(r);
-        // Per handle: operations so far, NCCL's opCount, and the task that last bumped it
-        // (the Send/Recv of one grouped call share an opCount).
-        let mut counters: FxHashMap<CommIdx, (u64, u64, u32)> = FxHashMap::default();
-        for o in &rr.ops {
-            let g = if r == rep {
-                o.group
-            } else {
-                let grp = w.group(o.group);
-                match w.group_of(r, GroupSel { kind: grp.kind, tag: grp.tag }) {
-                    Some(g) => g,
-                    None => continue,
-                }
-            };
-            let Some(&(_, comm)) = handles.iter().find(|h| h.0 == g) else { continue };
-            let grp = w.group(g);
-            let cnt = counters.entry(comm).or_insert((0, 0, u32::MAX));
-            let comm_seq = cnt.0;
-            cnt.0 += 1;
-            if cnt.2 != o.task {
-                if cnt.2 != u32::MAX {
-                    cnt.1 += 1;
-                }
-                cnt.2 = o.task;
-            }
-            let seq = cnt.1;
-            let timing = match o.kind {
-                OpKind::Send | OpKind::Recv => {
-                    let peer = o.peer.and_then(|p| grp.ranks.get(p as usize)).copied().unwrap_or(r);
-                    let nn = if peer / gpn == r / gpn { 1 } else { 2 };
-                    model.timing(OpKind::Send, o.bytes, 2, nn)
-                }
-                kind => {
-                    let nn = group_nodes[g.0 as usize].as_ref().map_or(1, |m| m.len() as u32);
-                    model.timing(kind, o.bytes, grp.ranks.len() as u32, nn)
-                }
-            };
-            let rooted = matches!(o.kind, OpKind::Broadcast | OpKind::Reduce | OpKind::Gather | OpKind::Scatter);
-            let mut op = CollOp::new(proc, dev, comm, o.kind, o.count, o.dtype);
-            op.bytes = o.bytes;
-            op.comm_seq = comm_seq;
-            op.seq = seq;
-            op.redop = o.redop;
-            op.root = rooted.then_some(o.root);
-            op.peer = o.peer;
-            op.algo = timing.algo;
-            op.proto = timing.proto;
-            op.channels = (timing.n_channels > 0).then(|| (0, (timing.n_channels - 1).min(u16::MAX as u32) as u16));
-            op.stream = Some(match o.stream {
-                Stream::Compute => 0,
-                Stream::Comm(k) => k as u64 + 1,
-            });
-            op.cpu_ts_ns = Some(epoch_ns(o.arrive_us));
-            op.gpu = Some(GpuSpan { start_ns: epoch_ns(o.arrive_us), end_ns: epoch_ns(o.end_us) });
-            op.line = o.task as u64 + 1;
-            t.comms[comm.ix()].note_op(o.kind);
-            t.per_rank[i].push(op);
-        }
-
-        let mut rs = RankSpans { rank: r, dev, spans: Vec::with_capacity(rr.compute.len()) };
-        for c in &rr.compute {
-            let name = match prog.tasks.get(c.task as usize).map(|t| &t.work) {
-                Some(Work::Compute(x)) => x.name.as_str(),
-                _ => "compute",
-            };
-            let n = *name_ix.entry(name).or_insert_with(|| {
+    t.comms.reserve(n_comms);
+    for row in built {
+        t.processes.push(row.process);
+        t.devices.push(row.device);
+        t.comms.extend(row.comms);
+        t.per_rank.push(row.ops);
+        let Some(compute) = row.compute else { continue };
+        let mut rs = RankSpans { rank: row.rank, dev: row.dev, spans: Vec::with_capacity(compute.len()) };
+        for (name, mut sp) in compute {
+            sp.name = *name_ix.entry(name).or_insert_with(|| {
                 spans.names.push(name.to_string());
                 spans.names.len() as u32 - 1
             });
-            rs.spans.push(Span { start_ns: epoch_ns(c.start_us), end_ns: epoch_ns(c.end_us), name: n, task: c.task });
+            rs.spans.push(sp);
         }
         spans.per_rank.push(rs);
     }
     assemble(&mut t);
     (t, spans)
+}
+
+/// One table rank, built apart from the others.
+struct RowOut<'w> {
+    rank: u32,
+    dev: DevIdx,
+    process: Process,
+    device: Device,
+    comms: Vec<CommMember>,
+    ops: commlens_core::RankOps,
+    /// Compute spans with their names (interned when rows are appended); None for a rank
+    /// whose representative was not simulated.
+    compute: Option<Vec<(&'w str, Span)>>,
+}
+
+/// Row `i` of the table: rank `r`, its handles numbered from `comm_base`.
+#[allow(clippy::too_many_arguments)]
+fn table_row<'w>(
+    w: &'w Workload,
+    run: &Run,
+    gpn: u32,
+    whole: bool,
+    group_nodes: &[Option<FxHashMap<u32, u32>>],
+    version: NcclVersion,
+    model: &mut ModelCache,
+    i: usize,
+    r: u32,
+    comm_base: usize,
+) -> RowOut<'w> {
+    let (proc, dev) = (ProcIdx(i as u32), DevIdx(i as u32));
+    let process = Process { host: format!("node{}", r / gpn), pid: r, nccl_version: Some(version) };
+    let device = Device { proc, cuda_dev: Some(r % gpn), nvml_dev: Some(r % gpn), bus_id: None, global_rank: None, local_rank: None };
+    let mut ops = commlens_core::RankOps::new();
+    // Handles: the rank's groups in membership order, then the world handle.
+    let mut comms: Vec<CommMember> = Vec::with_capacity(w.membership[r as usize].len() + 1);
+    let mut handles: Vec<(GroupId, CommIdx)> = Vec::with_capacity(w.membership[r as usize].len());
+    for &g in &w.membership[r as usize] {
+        let grp = w.group(g);
+        let nodes = group_nodes[g.0 as usize].as_ref().expect("built for every group of a table rank");
+        let my_node = r / gpn;
+        let mut c = CommMember::new(proc, 0x7f00_0000_0000 + ((g.0 as u64) << 8));
+        c.comm_id = Some(comm_id(g.0 as u64));
+        c.nranks = Some(grp.ranks.len() as u32);
+        c.rank = w.comm_rank(g, r);
+        c.device = Some(dev);
+        c.n_nodes = Some(nodes.len() as u32);
+        c.local_ranks = nodes.get(&my_node).copied();
+        c.local_rank = Some(grp.ranks.iter().take_while(|&&x| x != r).filter(|&&x| x / gpn == my_node).count() as u32);
+        c.init_complete = true;
+        handles.push((g, CommIdx((comm_base + comms.len()) as u32)));
+        comms.push(c);
+    }
+    if !whole {
+        let mut c = CommMember::new(proc, 0x7e00_0000_0000);
+        c.comm_id = Some(comm_id(WORLD_TAG));
+        c.nranks = Some(w.world);
+        c.rank = Some(r);
+        c.device = Some(dev);
+        c.n_nodes = Some(w.world.div_ceil(gpn));
+        c.local_ranks = Some(gpn.min(w.world - (r / gpn) * gpn));
+        c.local_rank = Some(r % gpn);
+        c.init_complete = true;
+        comms.push(c);
+    }
+    let rep = w.representative_of(r);
+    let Some(rr) = run.rank(rep) else { return RowOut { rank: r, dev, process, device, comms, ops, compute: None } };
+    let prog = w.program_of(r);
+    // Per handle: operations so far, NCCL's opCount, and the task that last bumped it
+    // (the Send/Recv of one grouped call share an opCount).
+    let mut counters: FxHashMap<CommIdx, (u64, u64, u32)> = FxHashMap::default();
+    for o in &rr.ops {
+        let g = if r == rep {
+            o.group
+        } else {
+            let grp = w.group(o.group);
+            match w.group_of(r, GroupSel { kind: grp.kind, tag: grp.tag }) {
+                Some(g) => g,
+                None => continue,
+            }
+        };
+        let Some(&(_, comm)) = handles.iter().find(|h| h.0 == g) else { continue };
+        let grp = w.group(g);
+        let cnt = counters.entry(comm).or_insert((0, 0, u32::MAX));
+        let comm_seq = cnt.0;
+        cnt.0 += 1;
+        if cnt.2 != o.task {
+            if cnt.2 != u32::MAX {
+                cnt.1 += 1;
+            }
+            cnt.2 = o.task;
+        }
+        let seq = cnt.1;
+        let timing = match o.kind {
+            OpKind::Send | OpKind::Recv => {
+                let peer = o.peer.and_then(|p| grp.ranks.get(p as usize)).copied().unwrap_or(r);
+                let nn = if peer / gpn == r / gpn { 1 } else { 2 };
+                model.timing(OpKind::Send, o.bytes, 2, nn)
+            }
+            kind => {
+                let nn = group_nodes[g.0 as usize].as_ref().map_or(1, |m| m.len() as u32);
+                model.timing(kind, o.bytes, grp.ranks.len() as u32, nn)
+            }
+        };
+        let rooted = matches!(o.kind, OpKind::Broadcast | OpKind::Reduce | OpKind::Gather | OpKind::Scatter);
+        let mut op = CollOp::new(proc, dev, comm, o.kind, o.count, o.dtype);
+        op.bytes = o.bytes;
+        op.comm_seq = comm_seq;
+        op.seq = seq;
+        op.redop = o.redop;
+        op.root = rooted.then_some(o.root);
+        op.peer = o.peer;
+        op.algo = timing.algo;
+        op.proto = timing.proto;
+        op.channels = (timing.n_channels > 0).then(|| (0, (timing.n_channels - 1).min(u16::MAX as u32) as u16));
+        op.stream = Some(match o.stream {
+            Stream::Compute => 0,
+            Stream::Comm(k) => k as u64 + 1,
+        });
+        op.cpu_ts_ns = Some(epoch_ns(o.arrive_us));
+        op.gpu = Some(GpuSpan { start_ns: epoch_ns(o.arrive_us), end_ns: epoch_ns(o.end_us) });
+        op.line = o.task as u64 + 1;
+        comms[comm.ix() - comm_base].note_op(o.kind);
+        ops.push(op);
+    }
+    let compute = rr
+        .compute
+        .iter()
+        .map(|c| {
+            let name = match prog.tasks.get(c.task as usize).map(|t| &t.work) {
+                Some(Work::Compute(x)) => x.name.as_str(),
+                _ => "compute",
+            };
+            (name, Span { start_ns: epoch_ns(c.start_us), end_ns: epoch_ns(c.end_us), name: 0, task: c.task })
+        })
+        .collect();
+    RowOut { rank: r, dev, process, device, comms, ops, compute: Some(compute) }
 }
 
 /// The summary as a few lines for the terminal (SimAI's terms first).

@@ -12,15 +12,17 @@
 use super::CmdResult;
 use commlens_report::enrich::Enrichment;
 use commlens_core::OpTable;
-use commlens_export::{TimeRange, TraceOptions};
+use commlens_export::{chrome, perfetto, TimeRange, TraceOptions};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_model::tuner::NcclEnv;
 use commlens_model::Cluster;
 use commlens_sim::compute::{ComputeCost, KernelCost, KernelTable, Roofline};
 use commlens_sim::engine::{self, EngineOptions, Run};
 use commlens_sim::network::Network;
+use commlens_sim::timings::Phase;
 use commlens_sim::{analytical, flow, output, simai};
 use commlens_workload::{aicb, chakra, megatron, replay, GroupKind, Workload};
+use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -73,13 +75,16 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
     if let Some(spec) = a.sweep {
         return super::simulate_sweep::run(a, spec);
     }
+    let whole = Phase::start("simulate (all phases)");
     let w = checked_workload(a)?;
     run_on(a, &w)?;
+    whole.end();
     Ok(())
 }
 
 /// The workload of `a`, with Kineto compute times attached when given, checked.
 pub(crate) fn checked_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn std::error::Error>> {
+    let ph = Phase::start("workload build");
     let mut w = load_workload(a)?;
     if !a.kineto.is_empty() {
         let paths: Vec<&Path> = a.kineto.iter().map(PathBuf::as_path).collect();
@@ -88,7 +93,10 @@ pub(crate) fn checked_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn
         let rep = chakra::attach_kineto_times_with(&mut w, &paths, chakra::AttachOptions { host_time: true })?;
         w.notes.push(format!("compute times from Kineto: {} of the compute tasks measured", rep.measured_tasks()));
     }
+    ph.end();
+    let ph = Phase::start("workload check");
     w.validate().map_err(|e| format!("{}: inconsistent workload: {e}", w.name))?;
+    ph.end();
     Ok(w)
 }
 
@@ -292,11 +300,58 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluster, sim_s: f64) -> CmdResult {
     let out = a.out;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let ph = Phase::start("table build");
     let (t, spans) = output::to_table_with(w, run, cluster, &output::TableOptions { expand: a.expand, ..Default::default() });
+    ph.end();
+    let ph = Phase::start("enrichment");
     let enrich = Enrichment::new(&t);
+    ph.end();
+    // The Parquet table, the summary files and the two traces read the same table and write
+    // different files: they run side by side. Errors are reported in this order whatever
+    // finished first.
+    let ph = Phase::start("outputs (Parquet, summary files, traces side by side)");
     let pq = out.join("simulated.parquet");
-    let s = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), &pq)?;
-    // SimAI's summary line, from our figures.
+    let (pq_res, (sum_res, trace_res)) = rayon::join(
+        || {
+            let ph = Phase::concurrent("parquet write");
+            // A table of representatives says how many ranks it stands for (readers print it).
+            let represented = (t.devices.len() < w.world as usize).then_some(u64::from(w.world));
+            let r = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), represented, &pq)
+                .map_err(|e| e.to_string());
+            ph.end();
+            r
+        },
+        || rayon::join(|| summary_files(a, w, run, cluster, sim_s), || traces(&t, &enrich, &spans, out)),
+    );
+    ph.end();
+    let s = pq_res?;
+    let (sum_path, e2e_path, links_path, body) = sum_res?;
+    let mut wrote = vec![pq.display().to_string(), sum_path.display().to_string(), e2e_path.display().to_string(), links_path.display().to_string()];
+    wrote.extend(trace_res?);
+    if a.quiet {
+        return Ok(());
+    }
+    if a.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let sm = &run.summary;
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "simulated {} on {} ({} ranks, {} simulated) in {:.2} s", w.name, cluster.name, w.world, sm.ranks_simulated, sim_s)?;
+    write!(o, "{}", output::summary_text(run))?;
+    for n in &w.notes {
+        writeln!(o, "note: {n}")?;
+    }
+    writeln!(o, "wrote {} ({} rows, Simulated)", wrote.join(", "), s.rows)?;
+    writeln!(o, "every command reads the table: commlens report {} -o report.html", pq.display())?;
+    Ok(())
+}
+
+/// `EndToEnd.csv` (SimAI's summary line, from our figures), `links.csv` and `summary.json`;
+/// their paths and the JSON text.
+fn summary_files(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluster, sim_s: f64) -> Result<(PathBuf, PathBuf, PathBuf, String), String> {
+    let ph = Phase::concurrent("summary files");
+    let out = a.out;
     let sm = &run.summary;
     let e2e = simai::EndToEnd {
         file_name: w.name.clone(),
@@ -312,57 +367,78 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
         layers: Vec::new(),
     };
     let e2e_path = out.join("EndToEnd.csv");
-    crate::outputs::write_atomic(&e2e_path, |p| std::fs::write(p, e2e.summary_csv()))?;
+    crate::outputs::write_atomic(&e2e_path, |p| std::fs::write(p, e2e.summary_csv())).map_err(|e| e.to_string())?;
+    // links.csv (lines formatted on every core) beside summary.json: a flow run at scale has
+    // tens of thousands of links in both.
     let links_path = out.join("links.csv");
-    let mut links = String::from("link,bytes,busy_us,capacity_gb_s,utilisation\n");
-    for l in &run.link_usage {
-        let util = if sm.total_us > 0.0 { l.busy_us / sm.total_us } else { 0.0 };
-        links.push_str(&format!("{},{:.0},{:.3},{:.1},{:.4}\n", l.name, l.bytes, l.busy_us, l.capacity_gb_s, util));
-    }
-    crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links))?;
-    let summary = serde_json::json!({
-        "workload": w.name,
-        "world": w.world,
-        "ranks_simulated": sm.ranks_simulated,
-        "cluster": cluster.name,
-        "mode": if a.simai_nv.is_some() { "simai-busbw" } else if a.mode == Mode::Flow { "flow" } else { "analytical" },
-        "scale_network": a.scale_network,
-        "summary": sm,
-        "links": run.link_usage,
-        "engine": run.stats,
-        "notes": w.notes,
-        "wall_s": sim_s,
-    });
+    let csv = || -> Result<(), String> {
+        let lines: Vec<String> = run
+            .link_usage
+            .par_iter()
+            .map(|l| {
+                let util = if sm.total_us > 0.0 { l.busy_us / sm.total_us } else { 0.0 };
+                format!("{},{:.0},{:.3},{:.1},{:.4}\n", l.name, l.bytes, l.busy_us, l.capacity_gb_s, util)
+            })
+            .collect();
+        let mut links = String::from("link,bytes,busy_us,capacity_gb_s,utilisation\n");
+        links.extend(lines);
+        crate::outputs::write_atomic(&links_path, |p| std::fs::write(p, &links)).map_err(|e| e.to_string())
+    };
     let sum_path = out.join("summary.json");
-    let body = serde_json::to_string_pretty(&summary)?;
-    crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body))?;
-    let mut wrote = vec![pq.display().to_string(), sum_path.display().to_string(), e2e_path.display().to_string(), links_path.display().to_string()];
-    if t.n_ops() <= TRACE_MAX_OPS {
-        let ranges = compute_ranges(&t, &spans);
-        let opts = TraceOptions { ranges, ..TraceOptions::default() };
-        let (json, pf) = (out.join("trace.json"), out.join("trace.pftrace"));
-        crate::outputs::write_traces(&t, &enrich, &opts, &json, &pf)?;
-        wrote.push(json.display().to_string());
-        wrote.push(pf.display().to_string());
-    } else {
+    let json = || -> Result<String, String> {
+        let summary = serde_json::json!({
+            "workload": w.name,
+            "world": w.world,
+            "ranks_simulated": sm.ranks_simulated,
+            "cluster": cluster.name,
+            "mode": if a.simai_nv.is_some() { "simai-busbw" } else if a.mode == Mode::Flow { "flow" } else { "analytical" },
+            "scale_network": a.scale_network,
+            "summary": sm,
+            "links": run.link_usage,
+            "engine": run.stats,
+            "notes": w.notes,
+            "wall_s": sim_s,
+        });
+        let body = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+        crate::outputs::write_atomic(&sum_path, |p| std::fs::write(p, &body)).map_err(|e| e.to_string())?;
+        Ok(body)
+    };
+    let (c, j) = rayon::join(csv, json);
+    c?;
+    let body = j?;
+    ph.end();
+    Ok((sum_path, e2e_path, links_path, body))
+}
+
+/// The Chrome JSON and Perfetto traces (side by side), with the compute spans as ranges; their
+/// paths, or none for a table too large to draw.
+fn traces(t: &OpTable, enrich: &Enrichment<'_>, spans: &output::ComputeSpans, out: &Path) -> Result<Vec<String>, String> {
+    if t.n_ops() > TRACE_MAX_OPS {
         eprintln!("note: {} operations: traces not written (more than {TRACE_MAX_OPS})", t.n_ops());
+        return Ok(Vec::new());
     }
-    if a.quiet {
-        return Ok(());
-    }
-    if a.json {
-        println!("{body}");
-        return Ok(());
-    }
-    let mut o = std::io::stdout().lock();
-    writeln!(o, "simulated {} on {} ({} ranks, {} simulated) in {:.2} s", w.name, cluster.name, w.world, sm.ranks_simulated, sim_s)?;
-    write!(o, "{}", output::summary_text(run))?;
-    for n in &w.notes {
-        writeln!(o, "note: {n}")?;
-    }
-    writeln!(o, "wrote {} ({} rows, Simulated)", wrote.join(", "), s.rows)?;
-    writeln!(o, "every command reads the table: commlens report {} -o report.html", pq.display())?;
-    Ok(())
+    let ranges = compute_ranges(t, spans);
+    let opts = TraceOptions { ranges, ..TraceOptions::default() };
+    let (json, pf) = (out.join("trace.json"), out.join("trace.pftrace"));
+    let (j, p) = rayon::join(
+        || {
+            let ph = Phase::concurrent("chrome trace");
+            let r = crate::outputs::write_atomic(&json, |tmp| chrome::write_chrome_trace_par_file(t, enrich, &opts, tmp))
+                .map_err(|e| format!("{}: {e}", json.display()));
+            ph.end();
+            r
+        },
+        || {
+            let ph = Phase::concurrent("perfetto trace");
+            let r = crate::outputs::write_atomic(&pf, |tmp| perfetto::write_perfetto_trace_file(t, enrich, &opts, tmp))
+                .map_err(|e| format!("{}: {e}", pf.display()));
+            ph.end();
+            r
+        },
+    );
+    j?;
+    p?;
+    Ok(vec![json.display().to_string(), pf.display().to_string()])
 }
 
 /// Compute spans as trace ranges (one lane per rank in the ranges process).

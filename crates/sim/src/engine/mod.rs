@@ -33,6 +33,8 @@ use serde::Serialize;
 
 use crate::compute::ComputeCost;
 use crate::network::{LinkUsage, NetOpId, Network};
+use crate::timings::Phase as Timed;
+use rayon::prelude::*;
 
 pub use summary::{breakdown, Breakdown, KindTime};
 
@@ -206,18 +208,23 @@ impl Run {
 
 /// Runs `w` on `net`, compute steps timed by `compute`.
 pub fn run(w: &Workload, compute: &dyn ComputeCost, net: &mut dyn Network, opts: &EngineOptions) -> Result<Run, SimError> {
+    let ph = Timed::start("engine setup");
     let progs = exec::prog_infos(w)?;
-    let (mut ranks, stats) = {
-        let mut sim = exec::Sim::new(w, &progs, compute, &mut *net, opts)?;
-        sim.run_loop()?;
-        sim.finish()?
-    };
+    let mut sim = exec::Sim::new(w, &progs, compute, &mut *net, opts)?;
+    ph.end();
+    let ph = Timed::start("engine loop");
+    sim.run_loop()?;
+    ph.end();
+    let ph = Timed::start("engine results");
+    let (mut ranks, stats) = sim.finish()?;
     let link_usage = net.link_usage();
+    ph.end();
+    let ph = Timed::start("breakdown and summary");
     let total = ranks.iter().map(|r| r.end_us).fold(0.0, f64::max);
-    for r in &mut ranks {
-        r.breakdown = breakdown(&r.compute, &r.ops, total);
-    }
+    // Each rank's sweep reads only its own records: one task per rank.
+    ranks.par_iter_mut().for_each(|r| r.breakdown = breakdown(&r.compute, &r.ops, total));
     let summary = summary::summarize(w, &ranks, total);
+    ph.end();
     if !opts.record {
         for r in &mut ranks {
             r.ops = Vec::new();

@@ -141,6 +141,10 @@ pub struct FlowNetwork {
     dirty: bool,
     /// `next_completion`'s look-ahead, valid until the state changes.
     next_cache: Cell<Option<Option<f64>>>,
+    /// Rates the look-ahead computed for the stale state (per coflow), which the next
+    /// recomputation takes instead of computing them again: the same function of the same
+    /// coflows and links, so the same bits. Cleared when a coflow starts.
+    ahead_rates: RefCell<Option<Vec<f64>>>,
     link_bytes: Vec<f64>,
     link_users: Vec<u32>,
     busy_since: Vec<f64>,
@@ -196,6 +200,7 @@ impl FlowNetwork {
             done: Vec::new(),
             fair: RefCell::new(fair::Fair::new(n)),
             next_cache: Cell::new(None),
+            ahead_rates: RefCell::new(None),
             dirty: false,
             link_bytes: vec![0.0; n],
             link_users: vec![0; n],
@@ -347,6 +352,12 @@ impl FlowNetwork {
 
     fn recompute(&mut self) {
         self.dirty = false;
+        if let Some(r) = self.ahead_rates.get_mut().take().filter(|r| r.len() == self.coflows.len()) {
+            for (c, r) in self.coflows.iter_mut().zip(r) {
+                c.rate = r;
+            }
+            return;
+        }
         self.stats.rate_recomputations += 1;
         self.fair.get_mut().rates(&self.caps, &mut self.coflows);
     }
@@ -363,6 +374,7 @@ impl FlowNetwork {
         let mut clock = self.clock;
         if self.dirty {
             self.fair.borrow_mut().rates(&self.caps, &mut v);
+            *self.ahead_rates.borrow_mut() = Some(v.iter().map(|c| c.rate).collect());
         }
         loop {
             let t_end = ends.iter().flatten().copied().min_by(f64::total_cmp);
@@ -453,6 +465,7 @@ impl Network for FlowNetwork {
         let links = b.finish(size);
         self.stats.link_entries += links.len() as u64;
         let i = self.coflows.len();
+        self.ahead_rates.get_mut().take();
         self.coflows.push(Coflow { id: op.id, links, size, remaining: size, rate: 0.0, lat, tail_end: None });
         self.use_links(i, true);
         self.dirty = true;
