@@ -72,6 +72,8 @@ const TRACE_MAX_OPS: usize = 2_000_000;
 const TRACE_MAX_SPANS: usize = 500_000;
 
 pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
+    // Flags are checked before the workload is read (which may take long, or fail on its own).
+    check_scale(a.scale_network)?;
     if let Some(spec) = a.sweep {
         return super::simulate_sweep::run(a, spec);
     }
@@ -80,6 +82,14 @@ pub fn run(a: &SimulateArgs<'_>) -> CmdResult {
     run_on(a, &w)?;
     whole.end();
     Ok(())
+}
+
+fn check_scale(f: f64) -> Result<(), String> {
+    if f.is_finite() && f > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("--scale-network {f}: expected a positive factor"))
+    }
 }
 
 /// The workload of `a`, with Kineto compute times attached when given, checked.
@@ -103,9 +113,7 @@ pub(crate) fn checked_workload(a: &SimulateArgs<'_>) -> Result<Workload, Box<dyn
 /// Simulates `w` as `a` says (cluster, NICs, network mode and scale) and writes the outputs in
 /// `a.out`; the run's summary.
 pub(crate) fn run_on(a: &SimulateArgs<'_>, w: &Workload) -> Result<engine::Summary, Box<dyn std::error::Error>> {
-    if !(a.scale_network.is_finite() && a.scale_network > 0.0) {
-        return Err(format!("--scale-network {}: expected a positive factor", a.scale_network).into());
-    }
+    check_scale(a.scale_network)?;
     let mut cluster = match a.cluster {
         Some(c) => super::cluster::resolve(c)?,
         None => commlens_model::presets::preset("dgx-h100").expect("built-in preset"),
