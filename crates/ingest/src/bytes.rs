@@ -302,6 +302,26 @@ pub fn cap_excerpts(msg: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     use super::*;
 
+    /// `eq_words` against `==`: every length up to 80, equal, and with one
+    /// byte changed at every position (each word and vector path, and the
+    /// overlapping last load).
+    #[test]
+    fn eq_words_is_equality() {
+        let a: Vec<u8> = (0..80u8).map(|i| i.wrapping_mul(37)).collect();
+        for n in 0..=a.len() {
+            let b = a[..n].to_vec();
+            assert!(eq_words(&a[..n], &b), "{n}");
+            for at in 0..n {
+                let mut c = b.clone();
+                c[at] ^= 0x80;
+                assert!(!eq_words(&a[..n], &c), "{n} {at}");
+            }
+            if n > 0 {
+                assert!(!eq_words(&a[..n], &a[..n - 1]));
+            }
+        }
+    }
+
     #[test]
     fn samples_and_excerpts_are_short_and_say_how_long_the_value_was() {
         let big = "x".repeat(1_000_000);
