@@ -75,6 +75,10 @@ pub(super) struct ProcState {
     /// cut opCount line waiting from before the chunk, with the API call's
     /// arguments when it is a call line (see [`super::chunk_join`]).
     pub(super) settles: Vec<(u32, Option<ops::CallArgs>)>,
+    /// On a chunk parse, the thread whose segment was last found in (or
+    /// added to) `settles`: interleaved lines mostly repeat the thread of
+    /// the line before, and then the search of `settles` is skipped.
+    pub(super) last_settled: Option<u32>,
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
@@ -262,7 +266,9 @@ impl LogParser {
             let ps = &self.procs[proc.ix()];
             let waiting = (ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some()))
                 // A chunk parse: a line cut before the chunk may be waiting.
-                || (self.spec.is_some() && !ps.settles.iter().any(|s| s.0 == seg.tid));
+                || (self.spec.is_some()
+                    && ps.last_settled != Some(seg.tid)
+                    && !ps.settles.iter().any(|s| s.0 == seg.tid));
             if waiting {
                 let args = if seg.cut { None } else { ops::parse_call_args(msg) };
                 self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
