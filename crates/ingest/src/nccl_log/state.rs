@@ -145,8 +145,15 @@ impl LogParser {
     /// Feeds one physical line (1-based number `line_no`).
     #[inline]
     pub fn feed_line(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        let mut segs = std::mem::take(&mut self.segs);
-        let head_end = split_line(line, &mut self.hosts, &mut segs);
+        let head_end = split_line(line, &mut self.hosts, &mut self.segs);
+        if head_end == 0 && self.segs.len() == 1 {
+            // Most lines: one segment from the line's start, nothing before
+            // it to check. A copy of the segment leaves `segs` in place.
+            self.fragment.clear();
+            let seg = self.segs[0].clone();
+            return self.handle_segment(line, &seg, line_no, sink);
+        }
+        let segs = std::mem::take(&mut self.segs);
         if head_end > 0 && !self.fragment.is_empty() {
             // A line that does not start with a prefix may be the tail of the
             // fragment a writer left at the end of the previous line.
@@ -206,30 +213,36 @@ impl LogParser {
 
     fn handle_segments(&mut self, line: &[u8], segs: &[Segment], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         for seg in segs {
-            self.report.nccl_segments += 1;
-            let proc = self.process(line, seg);
-            let msg = &line[seg.msg.clone()];
-            if seg.cut {
-                self.report.broken_segments += 1;
-            } else {
-                self.procs[proc.ix()].clean_segments += 1;
+            self.handle_segment(line, seg, line_no, sink);
+        }
+    }
+
+    #[inline]
+    fn handle_segment(&mut self, line: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
+        self.report.nccl_segments += 1;
+        let proc = self.process(line, seg);
+        let msg = &line[seg.msg.clone()];
+        if seg.cut {
+            self.report.broken_segments += 1;
+        } else {
+            self.procs[proc.ix()].clean_segments += 1;
+        }
+        let is_call = seg.level == Level::Call || (seg.level == Level::Trace && msg.starts_with(b"nccl"));
+        if !is_call {
+            self.resolve_broken(proc, seg.tid, None, sink);
+        }
+        match seg.level {
+            Level::Call => self.call_line(proc, msg, seg, line_no, sink),
+            Level::Warn => {
+                self.report.warn_lines += 1;
+                self.report.unknown.add("WARN", line_no, || sample(msg, SAMPLE_CHARS));
             }
-            let is_call = seg.level == Level::Call || (seg.level == Level::Trace && msg.starts_with(b"nccl"));
-            if !is_call {
-                self.resolve_broken(proc, seg.tid, None, sink);
-            }
-            match seg.level {
-                Level::Call => self.call_line(proc, msg, seg, line_no, sink),
-                Level::Warn => {
-                    self.report.warn_lines += 1;
-                    self.report.unknown.add("WARN", line_no, || sample(msg, SAMPLE_CHARS));
-                }
-                Level::Info | Level::Trace | Level::Abort => self.info_line(proc, msg, seg, line_no, sink),
-            }
+            Level::Info | Level::Trace | Level::Abort => self.info_line(proc, msg, seg, line_no, sink),
         }
     }
 
     /// Finds or creates the process of a segment (cached for runs of lines).
+    #[inline]
     fn process(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
         let host = &line[seg.host.clone()];
         if let Some((_, _, pid, p)) = self.last_proc {
@@ -237,6 +250,13 @@ impl LogParser {
                 return p;
             }
         }
+        self.process_lookup(line, seg)
+    }
+
+    /// [`LogParser::process`] when the segment's process is not the last one.
+    #[inline(never)]
+    fn process_lookup(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
+        let host = &line[seg.host.clone()];
         let key: (Box<[u8]>, u32) = (host.into(), seg.pid);
         let p = match self.proc_index.get(&key) {
             Some(&p) => p,
