@@ -139,6 +139,59 @@ impl ByteFinder {
     }
 }
 
+/// Whether `text` contains `NCCL ` (cheaper than a substring search: most
+/// messages hold no `N` at all).
+#[inline]
+pub fn has_nccl(text: &[u8], find_n: &ByteFinder) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if text.len() >= 16 {
+        return has_nccl_sse2(text);
+    }
+    let mut from = 0;
+    while let Some(i) = find_n.find(&text[from..]) {
+        let at = from + i;
+        if text[at..].starts_with(b"NCCL ") {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
+/// [`has_nccl`] for 16 bytes or more, 16 at a time and inline: messages are
+/// short, and the call into `memchr` cost more than the scan.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_nccl_sse2(text: &[u8]) -> bool {
+    use std::arch::x86_64::*;
+    let n = text.len();
+    // Whether an `N` flagged in `mask` (bit k: text[at + k]) starts `NCCL `.
+    let hit = |at: usize, mask: u32| {
+        let mut m = mask;
+        while m != 0 {
+            if text[at + m.trailing_zeros() as usize..].starts_with(b"NCCL ") {
+                return true;
+            }
+            m &= m - 1;
+        }
+        false
+    };
+    // SAFETY: SSE2 is part of x86-64; each load reads text[at..at + 16] with at + 16 <= n.
+    let ns = |at: usize| unsafe {
+        let v = _mm_loadu_si128(text.as_ptr().add(at) as *const __m128i);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'N' as i8))) as u32
+    };
+    let mut at = 0;
+    while at + 16 <= n {
+        if hit(at, ns(at)) {
+            return true;
+        }
+        at += 16;
+    }
+    // The last bytes, in a load that ends at the end (its first bytes were seen).
+    at < n && hit(n - 16, ns(n - 16) & (!0u32 << (at - (n - 16))))
+}
+
 /// Parses a decimal float such as `240.0`, `5000.000000` or `1766081276.802766`.
 pub fn float(s: &[u8]) -> Option<f64> {
     if s.is_empty() || s.len() > 32 {
@@ -301,6 +354,44 @@ pub fn cap_excerpts(msg: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 16-byte scan for `NCCL ` against a plain search: `NCCL `, a cut
+    /// `NCCL` and a lone `N` at every position of messages of up to 70 bytes.
+    #[test]
+    fn has_nccl_finds_what_a_plain_search_finds() {
+        let finder = ByteFinder::new(b'N');
+        let plain = |t: &[u8]| t.windows(5).any(|w| w == b"NCCL ");
+        for n in 0..=70 {
+            for needle in [&b"NCCL "[..], b"NCCL", b"N", b"NCCLx"] {
+                for at in 0..n {
+                    let mut t = vec![b'a'; n];
+                    let k = needle.len().min(n - at);
+                    t[at..at + k].copy_from_slice(&needle[..k]);
+                    assert_eq!(has_nccl(&t, &finder), plain(&t), "{:?}", String::from_utf8_lossy(&t));
+                }
+            }
+        }
+    }
+
+    /// `eq_words` against `==`: every length up to 80, equal, and with one
+    /// byte changed at every position (each word and vector path, and the
+    /// overlapping last load).
+    #[test]
+    fn eq_words_is_equality() {
+        let a: Vec<u8> = (0..80u8).map(|i| i.wrapping_mul(37)).collect();
+        for n in 0..=a.len() {
+            let b = a[..n].to_vec();
+            assert!(eq_words(&a[..n], &b), "{n}");
+            for at in 0..n {
+                let mut c = b.clone();
+                c[at] ^= 0x80;
+                assert!(!eq_words(&a[..n], &c), "{n} {at}");
+            }
+            if n > 0 {
+                assert!(!eq_words(&a[..n], &a[..n - 1]));
+            }
+        }
+    }
 
     #[test]
     fn samples_and_excerpts_are_short_and_say_how_long_the_value_was() {

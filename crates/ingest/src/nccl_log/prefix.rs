@@ -9,7 +9,7 @@
 //! by another prefix is marked `cut` (its tail is missing).
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, is_host_byte, ByteFinder};
+use crate::bytes::{dec_u64, float, has_nccl, is_host_byte, ByteFinder};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -248,21 +248,6 @@ pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -
         scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
     }
     0
-}
-
-/// Whether `text` contains `NCCL ` (cheaper than a substring search: most
-/// messages hold no `N` at all).
-#[inline]
-fn has_nccl(text: &[u8], find_n: &ByteFinder) -> bool {
-    let mut from = 0;
-    while let Some(i) = find_n.find(&text[from..]) {
-        let at = from + i;
-        if text[at..].starts_with(b"NCCL ") {
-            return true;
-        }
-        from = at + 1;
-    }
-    false
 }
 
 /// The general path of [`split_line`]: every `:` is a possible prefix.

@@ -75,6 +75,10 @@ pub(super) struct ProcState {
     /// cut opCount line waiting from before the chunk, with the API call's
     /// arguments when it is a call line (see [`super::chunk_join`]).
     pub(super) settles: Vec<(u32, Option<ops::CallArgs>)>,
+    /// On a chunk parse, the thread whose segment was last found in (or
+    /// added to) `settles`: interleaved lines mostly repeat the thread of
+    /// the line before, and then the search of `settles` is skipped.
+    pub(super) last_settled: Option<u32>,
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
@@ -141,8 +145,15 @@ impl LogParser {
     /// Feeds one physical line (1-based number `line_no`).
     #[inline]
     pub fn feed_line(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        let mut segs = std::mem::take(&mut self.segs);
-        let head_end = split_line(line, &mut self.hosts, &mut segs);
+        let head_end = split_line(line, &mut self.hosts, &mut self.segs);
+        if head_end == 0 && self.segs.len() == 1 {
+            // Most lines: one segment from the line's start, nothing before
+            // it to check. A copy of the segment leaves `segs` in place.
+            self.fragment.clear();
+            let seg = self.segs[0].clone();
+            return self.handle_segment(line, &seg, line_no, sink);
+        }
+        let segs = std::mem::take(&mut self.segs);
         if head_end > 0 && !self.fragment.is_empty() {
             // A line that does not start with a prefix may be the tail of the
             // fragment a writer left at the end of the previous line.
@@ -202,30 +213,36 @@ impl LogParser {
 
     fn handle_segments(&mut self, line: &[u8], segs: &[Segment], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         for seg in segs {
-            self.report.nccl_segments += 1;
-            let proc = self.process(line, seg);
-            let msg = &line[seg.msg.clone()];
-            if seg.cut {
-                self.report.broken_segments += 1;
-            } else {
-                self.procs[proc.ix()].clean_segments += 1;
+            self.handle_segment(line, seg, line_no, sink);
+        }
+    }
+
+    #[inline]
+    fn handle_segment(&mut self, line: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
+        self.report.nccl_segments += 1;
+        let proc = self.process(line, seg);
+        let msg = &line[seg.msg.clone()];
+        if seg.cut {
+            self.report.broken_segments += 1;
+        } else {
+            self.procs[proc.ix()].clean_segments += 1;
+        }
+        let is_call = seg.level == Level::Call || (seg.level == Level::Trace && msg.starts_with(b"nccl"));
+        if !is_call {
+            self.resolve_broken(proc, seg.tid, None, sink);
+        }
+        match seg.level {
+            Level::Call => self.call_line(proc, msg, seg, line_no, sink),
+            Level::Warn => {
+                self.report.warn_lines += 1;
+                self.report.unknown.add("WARN", line_no, || sample(msg, SAMPLE_CHARS));
             }
-            let is_call = seg.level == Level::Call || (seg.level == Level::Trace && msg.starts_with(b"nccl"));
-            if !is_call {
-                self.resolve_broken(proc, seg.tid, None, sink);
-            }
-            match seg.level {
-                Level::Call => self.call_line(proc, msg, seg, line_no, sink),
-                Level::Warn => {
-                    self.report.warn_lines += 1;
-                    self.report.unknown.add("WARN", line_no, || sample(msg, SAMPLE_CHARS));
-                }
-                Level::Info | Level::Trace | Level::Abort => self.info_line(proc, msg, seg, line_no, sink),
-            }
+            Level::Info | Level::Trace | Level::Abort => self.info_line(proc, msg, seg, line_no, sink),
         }
     }
 
     /// Finds or creates the process of a segment (cached for runs of lines).
+    #[inline]
     fn process(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
         let host = &line[seg.host.clone()];
         if let Some((_, _, pid, p)) = self.last_proc {
@@ -233,6 +250,13 @@ impl LogParser {
                 return p;
             }
         }
+        self.process_lookup(line, seg)
+    }
+
+    /// [`LogParser::process`] when the segment's process is not the last one.
+    #[inline(never)]
+    fn process_lookup(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
+        let host = &line[seg.host.clone()];
         let key: (Box<[u8]>, u32) = (host.into(), seg.pid);
         let p = match self.proc_index.get(&key) {
             Some(&p) => p,
@@ -262,7 +286,9 @@ impl LogParser {
             let ps = &self.procs[proc.ix()];
             let waiting = (ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some()))
                 // A chunk parse: a line cut before the chunk may be waiting.
-                || (self.spec.is_some() && !ps.settles.iter().any(|s| s.0 == seg.tid));
+                || (self.spec.is_some()
+                    && ps.last_settled != Some(seg.tid)
+                    && !ps.settles.iter().any(|s| s.0 == seg.tid));
             if waiting {
                 let args = if seg.cut { None } else { ops::parse_call_args(msg) };
                 self.resolve_broken(proc, seg.tid, args.as_ref(), sink);

@@ -90,17 +90,23 @@ impl LogParser {
     /// matches, kept as it is when it has the required fields, lost otherwise.
     #[inline]
     pub(super) fn resolve_broken(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
-        // Almost always nothing to do: checked here, where it inlines.
-        if self.procs[proc.ix()].threads_with_broken > 0 || self.spec.is_some() {
+        // Almost always nothing to do: checked here, where it inlines (on a
+        // chunk parse, nothing either when this thread's first segment was
+        // already noted, see `ProcState::last_settled`).
+        let ps = &self.procs[proc.ix()];
+        if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(tid)) {
             self.resolve_broken_slot(proc, tid, call, sink);
         }
     }
 
     fn resolve_broken_slot(&mut self, proc: ProcIdx, tid: u32, call: Option<&ops::CallArgs>, sink: &mut dyn FnMut(CollOp)) {
         let ps = &mut self.procs[proc.ix()];
-        if self.spec.is_some() && !ps.settles.iter().any(|s| s.0 == tid) {
-            // What would settle a line cut before the chunk (the join does).
-            ps.settles.push((tid, call.cloned()));
+        if self.spec.is_some() {
+            if !ps.settles.iter().any(|s| s.0 == tid) {
+                // What would settle a line cut before the chunk (the join does).
+                ps.settles.push((tid, call.cloned()));
+            }
+            ps.last_settled = Some(tid);
         }
         // A chunk parse comes here for every segment; mostly no thread of
         // the process holds a broken line, and then there is none to look up
