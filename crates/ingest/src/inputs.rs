@@ -429,6 +429,8 @@ where
     };
     // While one batch is folded (in file order) the next is read: the fold
     // no longer leaves the other cores idle.
+    let reading = commlens_core::timing::Phase::start("load: read+parse+merge (batches)");
+    let mut fold_time = std::time::Duration::ZERO;
     let mut groups = files.chunks(batch).enumerate();
     let mut pending = groups.next().map(|(b, g)| (b, read_batch(g)));
     while let Some((b, results)) = pending.take() {
@@ -441,11 +443,16 @@ where
                 let (read, read_batch) = (&mut read, &read_batch);
                 s.spawn(move |_| *read = Some((nb, read_batch(g))));
             }
-            fold(b, results)
+            let t0 = std::time::Instant::now();
+            let r = fold(b, results);
+            fold_time += t0.elapsed();
+            r
         });
         folded?;
         pending = read;
     }
+    reading.end();
+    commlens_core::timing::report("load:   of which screen+merge (main thread)", fold_time);
     let mut chunk_notes = chunk_notes.into_inner().expect("notes");
     chunk_notes.sort();
     notes.extend(chunk_notes);
@@ -464,14 +471,17 @@ where
         ));
     }
     notes.extend(screen_notes);
-    let mut table = merger.finish();
+    let mut table = commlens_core::timing::time("load: merge finish", || merger.finish());
     let (file_slot, part_remaps): (Vec<usize>, Vec<Remap>) = kept.into_iter().unzip();
     // Folded processes interleave; restore source order per rank.
+    let sorting = commlens_core::timing::Phase::start("load: sort ranks");
     for r in &mut table.per_rank {
         r.sort_by_key(|op| op.line);
         r.shrink_to_fit();
     }
-    commlens_core::assemble::assemble(&mut table);
+    sorting.end();
+    commlens_core::timing::time("load: assemble (communicator inference)", || commlens_core::assemble::assemble(&mut table));
+    let remapping = commlens_core::timing::Phase::start("load: remaps+conflict notes");
     // Remaps indexed by the original file position, so per_op's index works.
     let mut remaps = vec![Remap::default(); files.len()];
     let mut comm_file: Vec<Option<usize>> = vec![None; table.comms.len()];
@@ -492,6 +502,7 @@ where
         .unzip();
     // What is left contradicts itself within one file (two runs in one stdout).
     notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
+    remapping.end();
     let noted = note.then_some(noted);
     Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, noted, ..Loaded::empty() }, states))
 }
