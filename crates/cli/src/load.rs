@@ -63,7 +63,14 @@ pub fn split_inputs(paths: &[PathBuf]) -> Result<Split, Box<dyn Error>> {
             // Named as a dataset: every shard must be ours, as a named file must.
             s.parquet.extend(ds.shards.into_iter().map(|(f, _)| (f, true)));
         } else if p.is_dir() {
-            match expand_inputs(std::slice::from_ref(p)) {
+            // Only whether the folder holds an input: the loader lists it.
+            match commlens_ingest::inputs::has_inputs(std::slice::from_ref(p)).and_then(|any| {
+                if any {
+                    Ok(())
+                } else {
+                    Err(IngestError::NoInputs { paths: vec![p.clone()] })
+                }
+            }) {
                 Err(IngestError::NoInputs { .. }) => {
                     let before = s.parquet.len();
                     walk_parquet(p, &mut s.parquet, &mut std::collections::HashSet::new())?;

@@ -1,8 +1,9 @@
 //! Wall time per phase of a command, printed to stderr when the environment
 //! variable `COMMLENS_TIMINGS` is `1` (one line per phase: `timing: NAME
-//! SECONDS s (cpu CPU s)`, the process's CPU time over the phase, all threads,
-//! from `/proc/self/stat` on Linux: CPU near wall is one busy core, near twice
-//! wall two). Lives here, below every other crate, so the loader, the
+//! SECONDS s (cpu CPU s, this thread T s)`: the process's CPU time over the
+//! phase, all threads, and the timing thread's own, from `/proc` on Linux;
+//! CPU near wall is one busy core, near twice wall two; phases that run side
+//! by side each count the other's CPU in the first figure, not in the second). Lives here, below every other crate, so the loader, the
 //! report's sections and the command line can each time their own phases
 //! without passing a clock around. With the variable unset a phase costs one
 //! relaxed atomic load and no clock read.
@@ -29,7 +30,17 @@ pub fn enabled() -> bool {
 /// CPU seconds (user and system) of this process so far, every thread; 0
 /// where `/proc/self/stat` cannot be read. Clock ticks of 1/100 s.
 fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    stat_cpu("/proc/self/stat")
+}
+
+/// CPU seconds of the calling thread so far: a phase that runs on one
+/// thread next to others (the report's sections) is told apart by this.
+fn thread_cpu_seconds() -> f64 {
+    stat_cpu("/proc/thread-self/stat")
+}
+
+fn stat_cpu(path: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else { return 0.0 };
     // Fields after the command name (in parentheses, which may hold spaces):
     // utime and stime are the 12th and 13th of them.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -41,13 +52,13 @@ fn cpu_seconds() -> f64 {
 /// A phase being timed: prints its line when dropped (or [`Phase::end`]ed).
 #[must_use = "the phase ends when this is dropped"]
 pub struct Phase {
-    started: Option<(&'static str, Instant, f64)>,
+    started: Option<(&'static str, Instant, f64, f64)>,
 }
 
 impl Phase {
     /// Starts timing `name` (nothing happens when timings are off).
     pub fn start(name: &'static str) -> Phase {
-        Phase { started: enabled().then(|| (name, Instant::now(), cpu_seconds())) }
+        Phase { started: enabled().then(|| (name, Instant::now(), cpu_seconds(), thread_cpu_seconds())) }
     }
 
     /// Ends the phase now.
@@ -56,8 +67,13 @@ impl Phase {
 
 impl Drop for Phase {
     fn drop(&mut self) {
-        if let Some((name, t0, c0)) = self.started.take() {
-            eprintln!("timing: {name} {:.3} s (cpu {:.2} s)", t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        if let Some((name, t0, c0, th0)) = self.started.take() {
+            eprintln!(
+                "timing: {name} {:.3} s (cpu {:.2} s, this thread {:.2} s)",
+                t0.elapsed().as_secs_f64(),
+                cpu_seconds() - c0,
+                thread_cpu_seconds() - th0
+            );
         }
     }
 }

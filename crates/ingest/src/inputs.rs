@@ -62,6 +62,28 @@ pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
     Ok(w.out)
 }
 
+/// Whether [`expand_inputs`] would find a file under `paths`: the same
+/// answer (and the same error for a path that cannot be read), but the walk
+/// stops at the first file, so a caller that only sorts folders (the
+/// command line's Parquet check) does not look at 100,000 logs twice.
+pub fn has_inputs(paths: &[PathBuf]) -> Result<bool, IngestError> {
+    let mut w = Walk { first_only: true, ..Walk::default() };
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
+        if meta.is_dir() {
+            if w.first(p, &meta) {
+                w.walk(p)?;
+            }
+        } else {
+            w.file(p, &meta, true);
+        }
+        if !w.out.files.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The archives among `paths` (`.tar`, `.tar.gz`/`.tgz`, `.zip`, told by
 /// their bytes) unpacked, each into its own folder under `into`, and the
 /// other paths as they are: the paths to read, in order, and one note per
@@ -120,6 +142,8 @@ fn file_key(path: &Path, _meta: &std::fs::Metadata) -> (u64, u64, PathBuf) {
 struct Walk {
     out: Expanded,
     seen: std::collections::HashMap<(u64, u64, PathBuf), PathBuf>,
+    /// Stop at the first file ([`has_inputs`]).
+    first_only: bool,
 }
 
 impl Walk {
@@ -148,6 +172,9 @@ impl Walk {
         let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         entries.sort();
         for e in entries {
+            if self.first_only && !self.out.files.is_empty() {
+                break;
+            }
             let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
             if hidden {
                 continue;
