@@ -46,10 +46,10 @@ pub fn build_noted(
     noted: Option<&commlens_ingest::noted::NotedLines>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
     use commlens_core::timing::time;
-    // Three independent groups of sections, run on rayon's threads (the
-    // analyses are per-table passes that share nothing but `t`); each group
-    // frees its own maps before the next section of the group builds its
-    // own, so at most three analyses' maps coexist. Every section's result
+    // Independent groups of sections, run on rayon's threads (the analyses
+    // are per-table passes that share nothing but `t`); each group frees its
+    // own maps before its next section builds its own, and rayon runs one
+    // task per thread (two here), so about two analyses' maps coexist. Every section's result
     // is the same whichever thread computes it, so the page does not change.
     let overview = || {
         let agg = time("report: aggregate", || Aggregate::from_table(t));
@@ -77,11 +77,21 @@ pub fn build_noted(
         });
         r
     };
+    // The timelines' three analyses are tasks of their own, so the two
+    // threads stay busy to the end (each section is a fair share of the work).
     let timelines = || {
-        let ranges = crate::enrich::iteration_ranges(traces);
-        let iterations = time("report: iterations", || rd::iterations(t, &ranges));
-        let stragglers = time("report: stragglers", || rd::stragglers(t, &rd::straggler_report(t)));
-        let anomalies = time("report: anomalies", || rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS));
+        let ((iterations, stragglers), anomalies) = rayon::join(
+            || {
+                rayon::join(
+                    || {
+                        let ranges = crate::enrich::iteration_ranges(traces);
+                        time("report: iterations", || rd::iterations(t, &ranges))
+                    },
+                    || time("report: stragglers", || rd::stragglers(t, &rd::straggler_report(t))),
+                )
+            },
+            || time("report: anomalies", || rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS)),
+        );
         let overlap = rd::overlap_section(&rd::overlap_rows(traces));
         (iterations, stragglers, anomalies, overlap)
     };
