@@ -502,10 +502,11 @@ where
     let (file_slot, part_remaps): (Vec<usize>, Vec<Remap>) = kept.into_iter().unzip();
     // Folded processes interleave; restore source order per rank.
     let sorting = commlens_core::timing::Phase::start("load: sort ranks");
-    for r in &mut table.per_rank {
+    // Each rank on its own: the ranks share nothing.
+    table.per_rank.par_iter_mut().for_each(|r| {
         r.sort_by_key(|op| op.line);
         r.shrink_to_fit();
-    }
+    });
     sorting.end();
     commlens_core::timing::time("load: assemble (communicator inference)", || commlens_core::assemble::assemble(&mut table));
     let remapping = commlens_core::timing::Phase::start("load: remaps+conflict notes");

@@ -34,7 +34,7 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    crate::load::drop_read_state(&mut loaded);
+    commlens_core::timing::time("load: free read state", || crate::load::drop_read_state(&mut loaded));
     loading.end();
     let t = &loaded.table;
     if t.n_ops() == 0 && !loaded.benchmarks.is_empty() {
