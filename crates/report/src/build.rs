@@ -79,18 +79,18 @@ pub fn build_noted(
     };
     // The timelines' three analyses are tasks of their own, so the two
     // threads stay busy to the end (each section is a fair share of the work).
+    // The iterations found once serve their heat map and the anomalies' step changes.
     let timelines = || {
-        let ((iterations, stragglers), anomalies) = rayon::join(
+        let ((iterations, anomalies), stragglers) = rayon::join(
             || {
+                let ranges = crate::enrich::iteration_ranges(traces);
+                let iters = time("report: iterations", || rd::iteration_report(t, &ranges));
                 rayon::join(
-                    || {
-                        let ranges = crate::enrich::iteration_ranges(traces);
-                        time("report: iterations", || rd::iterations(t, &ranges))
-                    },
-                    || time("report: stragglers", || rd::stragglers(t, &rd::straggler_report(t))),
+                    || rd::iterations_of(t, &iters),
+                    || time("report: anomalies", || rd::anomaly_section(&rd::anomaly_report_with(t, &iters), ANOMALY_ROWS)),
                 )
             },
-            || time("report: anomalies", || rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS)),
+            || time("report: stragglers", || rd::stragglers(t, &rd::straggler_report(t))),
         );
         let overlap = rd::overlap_section(&rd::overlap_rows(traces));
         (iterations, stragglers, anomalies, overlap)

@@ -196,8 +196,19 @@ pub fn classification_table(c: &Classification) -> ReportTable {
 /// Bytes per rank per iteration (detected by repeated pattern, or from the
 /// traces' iteration ranges when they have them).
 pub fn iterations(t: &OpTable, ranges: &[(i64, i64, String)]) -> Option<IterationHeat> {
+    iterations_of(t, &iteration_report(t, ranges))
+}
+
+/// The iterations of a table ([`iteration::detect_iterations`]) by the
+/// traces' ranges, else by the repeated operation pattern: what
+/// [`iterations`] and [`anomaly_report`] find, computed once for both.
+pub fn iteration_report(t: &OpTable, ranges: &[(i64, i64, String)]) -> iteration::IterationReport {
     let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
-    let rep = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
+    iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]))
+}
+
+/// [`iterations`] from an [`iteration_report`].
+pub fn iterations_of(t: &OpTable, rep: &iteration::IterationReport) -> Option<IterationHeat> {
     let width = rep.ranks.iter().map(|x| x.iteration_bytes.len()).max().unwrap_or(0);
     if rep.count < 2 || width < 2 {
         return None;
@@ -373,9 +384,12 @@ pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
 /// iterations the traces' ranges (or the repeated operation pattern) give.
 pub fn anomaly_report(t: &OpTable, traces: &[KernelTrace]) -> commlens_analyze::anomaly::AnomalyReport {
     let ranges = crate::enrich::iteration_ranges(traces);
-    let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
-    let iters = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
-    commlens_analyze::anomaly::detect_anomalies(t, Some(&iters), &Default::default())
+    anomaly_report_with(t, &iteration_report(t, &ranges))
+}
+
+/// [`anomaly_report`] over iterations already found ([`iteration_report`]).
+pub fn anomaly_report_with(t: &OpTable, iters: &iteration::IterationReport) -> commlens_analyze::anomaly::AnomalyReport {
+    commlens_analyze::anomaly::detect_anomalies(t, Some(iters), &Default::default())
 }
 
 /// Ranks as compact runs: `0-3,8,10-11`; long lists cut with their count.
