@@ -19,6 +19,7 @@ use commlens_analyze::straggler::{self, StragglerConfig, StragglerReport};
 use commlens_analyze::volume::RankRole;
 use commlens_analyze::stats::{bucket_floor, Aggregate};
 use commlens_core::{OpKind, OpTable};
+use rayon::prelude::*;
 use commlens_export::human_bytes;
 use commlens_export::report::{
     Bandwidth, BandwidthSeries, BwPoint, Figure, IterationHeat, KindCounts, Limit, ModelRow, ModelTable, OpMix,
@@ -357,13 +358,46 @@ pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
     let class_of: Vec<&'static str> = (0..t.logical.len())
         .map(|i| c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified", |p| p.label()))
         .collect();
-    // (class, kind) → (ops, bytes), in first-seen class order; no allocation per operation.
+    // Per communicator handle, its class as an index into `labels` (a few distinct ones).
+    let mut labels: Vec<&'static str> = Vec::new();
+    let comm_class: Vec<usize> = t
+        .comms
+        .iter()
+        .map(|c| {
+            let class = c.logical.map_or("unclassified", |l| class_of[l.ix()]);
+            labels.iter().position(|&x| x == class).unwrap_or_else(|| {
+                labels.push(class);
+                labels.len() - 1
+            })
+        })
+        .collect();
+    // (class, kind) → (ops, bytes) counted per rank on rayon's threads into
+    // flat arrays, then summed (sums of counts do not depend on the order).
+    const KINDS: usize = OpKind::ALL.len();
+    let kind_ix = |k: OpKind| OpKind::ALL.iter().position(|&x| x == k).expect("every kind is in OpKind::ALL");
+    let zero = || vec![(0u64, 0u64); labels.len() * KINDS];
+    let sums = t
+        .per_rank
+        .par_iter()
+        .fold(zero, |mut acc, ops| {
+            for op in ops {
+                let e = &mut acc[comm_class[op.comm.ix()] * KINDS + kind_ix(op.kind)];
+                e.0 += 1;
+                e.1 = e.1.wrapping_add(op.bytes);
+            }
+            acc
+        })
+        .reduce(zero, |mut a, b| {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.0 += y.0;
+                x.1 = x.1.wrapping_add(y.1);
+            }
+            a
+        });
+    // In (class, kind) name order, as the table lists them.
     let mut rows: BTreeMap<(&'static str, &'static str), (u64, u64)> = BTreeMap::new();
-    for op in t.ops() {
-        let class = t.comms[op.comm.ix()].logical.map_or("unclassified", |l| class_of[l.ix()]);
-        let e = rows.entry((class, op.kind.name())).or_default();
-        e.0 += 1;
-        e.1 += op.bytes;
+    for (i, &(n, b)) in sums.iter().enumerate().filter(|(_, s)| s.0 > 0) {
+        rows.insert((labels[i / KINDS], OpKind::ALL[i % KINDS].name()), (n, b));
     }
     let total: u64 = rows.values().map(|v| v.1).sum::<u64>().max(1);
     ReportTable {
