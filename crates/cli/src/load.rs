@@ -63,7 +63,14 @@ pub fn split_inputs(paths: &[PathBuf]) -> Result<Split, Box<dyn Error>> {
             // Named as a dataset: every shard must be ours, as a named file must.
             s.parquet.extend(ds.shards.into_iter().map(|(f, _)| (f, true)));
         } else if p.is_dir() {
-            match expand_inputs(std::slice::from_ref(p)) {
+            // Only whether the folder holds an input: the loader lists it.
+            match commlens_ingest::inputs::has_inputs(std::slice::from_ref(p)).and_then(|any| {
+                if any {
+                    Ok(())
+                } else {
+                    Err(IngestError::NoInputs { paths: vec![p.clone()] })
+                }
+            }) {
                 Err(IngestError::NoInputs { .. }) => {
                     let before = s.parquet.len();
                     walk_parquet(p, &mut s.parquet, &mut std::collections::HashSet::new())?;
@@ -168,13 +175,16 @@ pub fn load_columns(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns) -> Re
 /// [`load_columns`]; with `note`, the hardware lines of the NCCL logs read are
 /// kept too (`Loaded::noted`, for `commlens_report::expected::run_cluster_noted`).
 pub fn load_columns_noting(paths: &[PathBuf], opts: &ReadOptions, cols: &Columns, note: bool) -> Result<Loaded, Box<dyn Error>> {
-    let loaded = load_split_noting(&split_inputs(paths)?, opts, cols, note)?;
+    let split = commlens_core::timing::time("load: sort inputs (Parquet or not)", || split_inputs(paths))?;
+    let loaded = load_split_noting(&split, opts, cols, note)?;
+    let checks = commlens_core::timing::Phase::start("load: device and job checks");
     for w in implausible_devices(&loaded.table) {
         eprintln!("warning: {w}");
     }
     if let Some(w) = several_jobs(&loaded.table, &loaded.notes) {
         eprintln!("warning: {w}");
     }
+    checks.end();
     Ok(loaded)
 }
 

@@ -19,8 +19,12 @@ fn total_bytes(paths: &[PathBuf]) -> u64 {
 
 /// Returns the callback to give the readers, and the bar to finish.
 pub fn for_inputs(paths: &[PathBuf]) -> (Option<ProgressFn>, Option<ProgressBar>) {
+    // The terminal first: the size walk stats every file (100,000 of them for a large job).
+    if !std::io::stderr().is_terminal() {
+        return (None, None);
+    }
     let total = total_bytes(paths);
-    if total < SHOW_ABOVE_BYTES || !std::io::stderr().is_terminal() {
+    if total < SHOW_ABOVE_BYTES {
         return (None, None);
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());

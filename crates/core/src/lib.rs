@@ -15,7 +15,8 @@
 //!   latency/bandwidth table);
 //! * [`assemble`]: global-rank assignment and logical-communicator inference,
 //!   which turn per-process facts into one consistent table;
-//! * [`jobs`]: which processes belong to one job (joined by communicators).
+//! * [`jobs`]: which processes belong to one job (joined by communicators);
+//! * [`timing`]: wall time per phase on stderr (`COMMLENS_TIMINGS=1`).
 //!
 //! Units are explicit in field names: `_bytes`, `_ns` (nanoseconds), `_gb_s`
 //! (gigabytes per second, 1e9 bytes/s, as NCCL prints them).
@@ -26,6 +27,7 @@ pub mod inflight;
 pub mod jobs;
 pub mod model;
 pub mod rank_ops;
+pub mod timing;
 pub mod topo;
 pub mod tuning;
 

@@ -62,6 +62,28 @@ pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
     Ok(w.out)
 }
 
+/// Whether [`expand_inputs`] would find a file under `paths`: the same
+/// answer (and the same error for a path that cannot be read), but the walk
+/// stops at the first file, so a caller that only sorts folders (the
+/// command line's Parquet check) does not look at 100,000 logs twice.
+pub fn has_inputs(paths: &[PathBuf]) -> Result<bool, IngestError> {
+    let mut w = Walk { first_only: true, ..Walk::default() };
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
+        if meta.is_dir() {
+            if w.first(p, &meta) {
+                w.walk(p)?;
+            }
+        } else {
+            w.file(p, &meta, true);
+        }
+        if !w.out.files.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The archives among `paths` (`.tar`, `.tar.gz`/`.tgz`, `.zip`, told by
 /// their bytes) unpacked, each into its own folder under `into`, and the
 /// other paths as they are: the paths to read, in order, and one note per
@@ -120,6 +142,8 @@ fn file_key(path: &Path, _meta: &std::fs::Metadata) -> (u64, u64, PathBuf) {
 struct Walk {
     out: Expanded,
     seen: std::collections::HashMap<(u64, u64, PathBuf), PathBuf>,
+    /// Stop at the first file ([`has_inputs`]).
+    first_only: bool,
 }
 
 impl Walk {
@@ -148,6 +172,9 @@ impl Walk {
         let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         entries.sort();
         for e in entries {
+            if self.first_only && !self.out.files.is_empty() {
+                break;
+            }
             let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
             if hidden {
                 continue;
@@ -429,6 +456,8 @@ where
     };
     // While one batch is folded (in file order) the next is read: the fold
     // no longer leaves the other cores idle.
+    let reading = commlens_core::timing::Phase::start("load: read+parse+merge (batches)");
+    let mut fold_time = std::time::Duration::ZERO;
     let mut groups = files.chunks(batch).enumerate();
     let mut pending = groups.next().map(|(b, g)| (b, read_batch(g)));
     while let Some((b, results)) = pending.take() {
@@ -441,11 +470,16 @@ where
                 let (read, read_batch) = (&mut read, &read_batch);
                 s.spawn(move |_| *read = Some((nb, read_batch(g))));
             }
-            fold(b, results)
+            let t0 = std::time::Instant::now();
+            let r = fold(b, results);
+            fold_time += t0.elapsed();
+            r
         });
         folded?;
         pending = read;
     }
+    reading.end();
+    commlens_core::timing::report("load:   of which screen+merge (main thread)", fold_time);
     let mut chunk_notes = chunk_notes.into_inner().expect("notes");
     chunk_notes.sort();
     notes.extend(chunk_notes);
@@ -464,14 +498,18 @@ where
         ));
     }
     notes.extend(screen_notes);
-    let mut table = merger.finish();
+    let mut table = commlens_core::timing::time("load: merge finish", || merger.finish());
     let (file_slot, part_remaps): (Vec<usize>, Vec<Remap>) = kept.into_iter().unzip();
     // Folded processes interleave; restore source order per rank.
-    for r in &mut table.per_rank {
+    let sorting = commlens_core::timing::Phase::start("load: sort ranks");
+    // Each rank on its own: the ranks share nothing.
+    table.per_rank.par_iter_mut().for_each(|r| {
         r.sort_by_key(|op| op.line);
         r.shrink_to_fit();
-    }
-    commlens_core::assemble::assemble(&mut table);
+    });
+    sorting.end();
+    commlens_core::timing::time("load: assemble (communicator inference)", || commlens_core::assemble::assemble(&mut table));
+    let remapping = commlens_core::timing::Phase::start("load: remaps+conflict notes");
     // Remaps indexed by the original file position, so per_op's index works.
     let mut remaps = vec![Remap::default(); files.len()];
     let mut comm_file: Vec<Option<usize>> = vec![None; table.comms.len()];
@@ -492,6 +530,7 @@ where
         .unzip();
     // What is left contradicts itself within one file (two runs in one stdout).
     notes.extend(conflict_notes(&table, |c| comm_file[c.ix()].map(|f| files[f].0.display().to_string())));
+    remapping.end();
     let noted = note.then_some(noted);
     Ok((Loaded { table, reports, skipped_files, remaps: part_remaps, notes, noted, ..Loaded::empty() }, states))
 }

@@ -44,8 +44,9 @@ pub fn load_any(paths: &[PathBuf], opts: &ReadOptions) -> Result<Loaded, IngestE
 /// kept too (`Loaded::noted`, [`crate::noted`]).
 pub fn load_any_noting(paths: &[PathBuf], opts: &ReadOptions, note: bool) -> Result<Loaded, IngestError> {
     // One read of each file's first bytes gives its kind and the fingerprint copies are found by.
-    let listed = expand_inputs(paths)?;
-    let probes = listed.par_iter().map(|(p, _)| crate::same_content::probe(p)).collect();
+    use commlens_core::timing::time;
+    let listed = time("load: list files", || expand_inputs(paths))?;
+    let probes = time("load: probe files", || listed.par_iter().map(|(p, _)| crate::same_content::probe(p)).collect());
     let (files, kinds, dup_notes) = crate::same_content::drop_probed(listed, probes);
     let mut logs: Vec<(PathBuf, bool)> = Vec::new();
     let mut bench: Vec<(PathBuf, bool)> = Vec::new();

@@ -45,7 +45,10 @@ pub fn noted_lines(path: &Path) -> Option<Vec<Vec<u8>>> {
     if path.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet")) {
         return None;
     }
-    let mut lines = FileLines::open(path, 1 << 20, true).ok()?;
+    if let Some(quick) = noted_lines_read(path) {
+        return quick;
+    }
+    let mut lines = FileLines::open(path, MAX_LINE, true).ok()?;
     let mut out = Vec::new();
     let mut first = true;
     while let Ok(Some(raw)) = lines.next_line() {
@@ -57,6 +60,70 @@ pub fn noted_lines(path: &Path) -> Option<Vec<Vec<u8>>> {
         }
     }
     Some(out)
+}
+
+/// Lines longer than this are cut in pieces of this length, as the log reader cuts them.
+const MAX_LINE: usize = 1 << 20;
+
+/// Plain files up to this size are read whole by [`noted_lines_read`].
+const READ_WHOLE: u64 = 16 << 20;
+
+thread_local! {
+    static FILE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`noted_lines`] of a plain file of at most [`READ_WHOLE`] bytes, read
+/// whole with `read()` into a buffer each thread reuses: a job's logs are
+/// small, and mapping and unmapping each one (as [`FileLines`] does) costs
+/// more than copying it (every unmap interrupts the other cores to flush
+/// their TLBs). `None` (the caller reads it as before) for gzip, larger
+/// files and any read error.
+fn noted_lines_read(path: &Path) -> Option<Option<Vec<Vec<u8>>>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let size = f.metadata().ok().filter(|m| m.is_file())?.len();
+    if size > READ_WHOLE {
+        return None;
+    }
+    FILE_BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        buf.clear();
+        // One byte more than the size, so a file that grew is noticed.
+        (&mut f).take(size + 1).read_to_end(&mut buf).ok()?;
+        if buf.len() as u64 != size || buf.starts_with(&[0x1f, 0x8b]) {
+            return None;
+        }
+        if buf.starts_with(b"PAR1") {
+            return Some(None);
+        }
+        let mut out = Vec::new();
+        split_lines(&buf, MAX_LINE, |raw| {
+            if let Some(part) = noted_part(raw) {
+                out.push(part.to_vec());
+            }
+        });
+        Some(Some(out))
+    })
+}
+
+/// The lines of `data` as [`FileLines`] gives them: split at `\n`, a
+/// trailing `\r` dropped, a line longer than `max_line` cut into pieces of
+/// `max_line` bytes (kept whole, `\r` and all) before its last piece, and a
+/// last line without `\n` kept.
+fn split_lines(data: &[u8], max_line: usize, mut f: impl FnMut(&[u8])) {
+    let strip_cr = |s: &[u8]| -> usize { if s.ends_with(b"\r") { s.len() - 1 } else { s.len() } };
+    let mut pos = 0;
+    while pos < data.len() {
+        let end = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
+        let stop = end.unwrap_or(data.len());
+        while stop - pos > max_line {
+            f(&data[pos..pos + max_line]);
+            pos += max_line;
+        }
+        let line = &data[pos..stop];
+        f(&line[..strip_cr(line)]);
+        pos = end.map_or(data.len(), |e| e + 1);
+    }
 }
 
 /// [`noted_lines`] of the files a loader read, by path.
@@ -107,6 +174,37 @@ impl NotedLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole-file split gives the lines the mapped reader gives, around
+    /// `\r\n`, empty lines, a missing last newline and overlong lines.
+    #[test]
+    fn split_lines_matches_the_file_reader() {
+        let dir = std::env::temp_dir().join(format!("commlens-split-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = "y".repeat(MAX_LINE * 2 + 3);
+        let exact = "z".repeat(MAX_LINE);
+        let bodies = [
+            String::new(),
+            "a\r\n\nb\n".into(),
+            "a\nlast without newline\r".into(),
+            format!("x\n{long}\r\nafter\n{exact}\n{exact}\r\n{long}"),
+            "\r\n\r".into(),
+        ];
+        for (i, body) in bodies.iter().enumerate() {
+            let p = dir.join(format!("{i}.log"));
+            std::fs::write(&p, body).unwrap();
+            let mut want = Vec::new();
+            let mut lines = FileLines::open(&p, MAX_LINE, true).unwrap();
+            while let Some(l) = lines.next_line().unwrap() {
+                want.push(l.to_vec());
+            }
+            let mut got = Vec::new();
+            split_lines(body.as_bytes(), MAX_LINE, |l| got.push(l.to_vec()));
+            assert!(got == want, "body {i}: {} lines, want {}", got.len(), want.len());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn keeps_the_hardware_lines_once_each() {

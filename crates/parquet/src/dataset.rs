@@ -274,7 +274,9 @@ fn partition_with_parquet(dir: &Path, depth: usize) -> bool {
     rd.filter_map(Result::ok).any(|e| {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if hidden(&name) {
+        // At the top only `key=value` folders count: the other names (a
+        // job's 100,000 logs) are passed over without a look at the disk.
+        if hidden(&name) || (depth == 0 && partition_of(&name).is_none()) {
             return false;
         }
         let path = e.path();

@@ -45,39 +45,74 @@ pub fn build_noted(
     title: Option<&str>,
     noted: Option<&commlens_ingest::noted::NotedLines>,
 ) -> Result<Report, Box<dyn std::error::Error>> {
-    let agg = Aggregate::from_table(t);
-    let mut r = Report {
-        title: title.map_or_else(|| "commlens communication report".to_string(), str::to_string),
-        generated_by: format!("commlens {}", env!("CARGO_PKG_VERSION")),
-        inputs: inputs.to_vec(),
-        summary: rd::summary(t, &agg),
-        op_mix: Some(rd::op_mix(&agg)),
-        rank_volume: Some(rd::rank_volume(t, &agg)),
-        size_histogram: Some(rd::size_histogram(&agg)),
-        bandwidth: rd::bandwidth(t, baselines),
-        ..Report::default()
+    use commlens_core::timing::time;
+    // Independent groups of sections, run on rayon's threads (the analyses
+    // are per-table passes that share nothing but `t`); each group frees its
+    // own maps before its next section builds its own, and rayon runs one
+    // task per thread (two here), so about two analyses' maps coexist. Every section's result
+    // is the same whichever thread computes it, so the page does not change.
+    let overview = || {
+        let agg = time("report: aggregate", || Aggregate::from_table(t));
+        let overview = commlens_core::timing::Phase::start("report: overview sections");
+        let mut r = Report {
+            title: title.map_or_else(|| "commlens communication report".to_string(), str::to_string),
+            generated_by: format!("commlens {}", env!("CARGO_PKG_VERSION")),
+            inputs: inputs.to_vec(),
+            summary: rd::summary(t, &agg),
+            op_mix: Some(rd::op_mix(&agg)),
+            rank_volume: Some(rd::rank_volume(t, &agg)),
+            size_histogram: Some(rd::size_histogram(&agg)),
+            ..Report::default()
+        };
+        overview.end();
+        // Per rank × communicator counters: freed before the analyses below build theirs.
+        drop(agg);
+        r.bandwidth = time("report: bandwidth section", || rd::bandwidth(t, baselines));
+        // One classification serves the three tables that name parallelism.
+        let class = time("report: classify", || commlens_analyze::classify::infer(t));
+        time("report: parallelism tables", || {
+            r.tables.push(rd::parallelism_table(t, &class));
+            r.tables.push(rd::classification_table(&class));
+            r.tables.push(rd::signature_table(t, &class));
+        });
+        r
     };
-    // Per rank × communicator counters: freed before the analyses below build theirs.
-    drop(agg);
-    // One classification serves the three tables that name parallelism.
-    let class = commlens_analyze::classify::infer(t);
-    r.tables.push(rd::parallelism_table(t, &class));
-    r.tables.push(rd::classification_table(&class));
-    r.tables.push(rd::signature_table(t, &class));
-    drop(class);
-    let ranges = crate::enrich::iteration_ranges(traces);
-    r.iterations = rd::iterations(t, &ranges);
-    r.stragglers = rd::stragglers(t, &rd::straggler_report(t));
-    r.anomalies = rd::anomaly_section(&rd::anomaly_report(t, traces), ANOMALY_ROWS);
-    r.overlap = rd::overlap_section(&rd::overlap_rows(traces));
+    // The timelines' three analyses are tasks of their own, so the two
+    // threads stay busy to the end (each section is a fair share of the work).
+    // The iterations found once serve their heat map and the anomalies' step changes.
+    let timelines = || {
+        let ((iterations, anomalies), stragglers) = rayon::join(
+            || {
+                let ranges = crate::enrich::iteration_ranges(traces);
+                let iters = time("report: iterations", || rd::iteration_report(t, &ranges));
+                rayon::join(
+                    || rd::iterations_of(t, &iters),
+                    || time("report: anomalies", || rd::anomaly_section(&rd::anomaly_report_with(t, &iters), ANOMALY_ROWS)),
+                )
+            },
+            || time("report: stragglers", || rd::stragglers(t, &rd::straggler_report(t))),
+        );
+        let overlap = rd::overlap_section(&rd::overlap_rows(traces));
+        (iterations, stragglers, anomalies, overlap)
+    };
     // The collective model on the run's own cluster (inputs are labelled by
     // their paths; those that exist add their log lines to the cluster facts).
-    let paths: Vec<PathBuf> = inputs.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
-    let bw = commlens_analyze::bandwidth::analyze(t, &Default::default());
-    let exp = crate::expected::Expected::compute(t, crate::expected::run_cluster_noted(&paths, t, noted), &bw);
-    r.expected = crate::expected::expected_section(t, &exp);
-    r.tuning = crate::expected::tuning_section(t, &exp);
-    let mut eff: Vec<f64> = exp.all().filter_map(|x| x.efficiency).collect();
+    let expected = || {
+        let paths: Vec<PathBuf> = inputs.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
+        let bw = time("report: bandwidth analysis", || commlens_analyze::bandwidth::analyze(t, &Default::default()));
+        let cluster = time("report: cluster facts", || crate::expected::run_cluster_noted(&paths, t, noted));
+        let exp = time("report: expected (model)", || crate::expected::Expected::compute(t, cluster, &bw));
+        drop(bw);
+        let sections = time("report: expected+tuning sections", || {
+            (crate::expected::expected_section(t, &exp), crate::expected::tuning_section(t, &exp))
+        });
+        let eff: Vec<f64> = exp.all().filter_map(|x| x.efficiency).collect();
+        (sections, eff)
+    };
+    let (mut r, ((iterations, stragglers, anomalies, overlap), ((expected, tuning), mut eff))) =
+        rayon::join(overview, || rayon::join(timelines, expected));
+    (r.iterations, r.stragglers, r.anomalies, r.overlap) = (iterations, stragglers, anomalies, overlap);
+    (r.expected, r.tuning) = (expected, tuning);
     if let Some(s) = commlens_analyze::bandwidth::Spread::of(&mut eff) {
         r.summary.push(Figure {
             detail: Some(format!("median over {} timed operations", eff.len())),

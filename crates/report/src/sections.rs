@@ -19,6 +19,7 @@ use commlens_analyze::straggler::{self, StragglerConfig, StragglerReport};
 use commlens_analyze::volume::RankRole;
 use commlens_analyze::stats::{bucket_floor, Aggregate};
 use commlens_core::{OpKind, OpTable};
+use rayon::prelude::*;
 use commlens_export::human_bytes;
 use commlens_export::report::{
     Bandwidth, BandwidthSeries, BwPoint, Figure, IterationHeat, KindCounts, Limit, ModelRow, ModelTable, OpMix,
@@ -196,8 +197,19 @@ pub fn classification_table(c: &Classification) -> ReportTable {
 /// Bytes per rank per iteration (detected by repeated pattern, or from the
 /// traces' iteration ranges when they have them).
 pub fn iterations(t: &OpTable, ranges: &[(i64, i64, String)]) -> Option<IterationHeat> {
+    iterations_of(t, &iteration_report(t, ranges))
+}
+
+/// The iterations of a table ([`iteration::detect_iterations`]) by the
+/// traces' ranges, else by the repeated operation pattern: what
+/// [`iterations`] and [`anomaly_report`] find, computed once for both.
+pub fn iteration_report(t: &OpTable, ranges: &[(i64, i64, String)]) -> iteration::IterationReport {
     let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
-    let rep = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
+    iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]))
+}
+
+/// [`iterations`] from an [`iteration_report`].
+pub fn iterations_of(t: &OpTable, rep: &iteration::IterationReport) -> Option<IterationHeat> {
     let width = rep.ranks.iter().map(|x| x.iteration_bytes.len()).max().unwrap_or(0);
     if rep.count < 2 || width < 2 {
         return None;
@@ -346,13 +358,46 @@ pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
     let class_of: Vec<&'static str> = (0..t.logical.len())
         .map(|i| c.class_of(commlens_core::model::LogicalCommIdx(i as u32)).map_or("unclassified", |p| p.label()))
         .collect();
-    // (class, kind) → (ops, bytes), in first-seen class order; no allocation per operation.
+    // Per communicator handle, its class as an index into `labels` (a few distinct ones).
+    let mut labels: Vec<&'static str> = Vec::new();
+    let comm_class: Vec<usize> = t
+        .comms
+        .iter()
+        .map(|c| {
+            let class = c.logical.map_or("unclassified", |l| class_of[l.ix()]);
+            labels.iter().position(|&x| x == class).unwrap_or_else(|| {
+                labels.push(class);
+                labels.len() - 1
+            })
+        })
+        .collect();
+    // (class, kind) → (ops, bytes) counted per rank on rayon's threads into
+    // flat arrays, then summed (sums of counts do not depend on the order).
+    const KINDS: usize = OpKind::ALL.len();
+    let kind_ix = |k: OpKind| OpKind::ALL.iter().position(|&x| x == k).expect("every kind is in OpKind::ALL");
+    let zero = || vec![(0u64, 0u64); labels.len() * KINDS];
+    let sums = t
+        .per_rank
+        .par_iter()
+        .fold(zero, |mut acc, ops| {
+            for op in ops {
+                let e = &mut acc[comm_class[op.comm.ix()] * KINDS + kind_ix(op.kind)];
+                e.0 += 1;
+                e.1 = e.1.wrapping_add(op.bytes);
+            }
+            acc
+        })
+        .reduce(zero, |mut a, b| {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.0 += y.0;
+                x.1 = x.1.wrapping_add(y.1);
+            }
+            a
+        });
+    // In (class, kind) name order, as the table lists them.
     let mut rows: BTreeMap<(&'static str, &'static str), (u64, u64)> = BTreeMap::new();
-    for op in t.ops() {
-        let class = t.comms[op.comm.ix()].logical.map_or("unclassified", |l| class_of[l.ix()]);
-        let e = rows.entry((class, op.kind.name())).or_default();
-        e.0 += 1;
-        e.1 += op.bytes;
+    for (i, &(n, b)) in sums.iter().enumerate().filter(|(_, s)| s.0 > 0) {
+        rows.insert((labels[i / KINDS], OpKind::ALL[i % KINDS].name()), (n, b));
     }
     let total: u64 = rows.values().map(|v| v.1).sum::<u64>().max(1);
     ReportTable {
@@ -373,9 +418,12 @@ pub fn parallelism_table(t: &OpTable, c: &Classification) -> ReportTable {
 /// iterations the traces' ranges (or the repeated operation pattern) give.
 pub fn anomaly_report(t: &OpTable, traces: &[KernelTrace]) -> commlens_analyze::anomaly::AnomalyReport {
     let ranges = crate::enrich::iteration_ranges(traces);
-    let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
-    let iters = iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]));
-    commlens_analyze::anomaly::detect_anomalies(t, Some(&iters), &Default::default())
+    anomaly_report_with(t, &iteration_report(t, &ranges))
+}
+
+/// [`anomaly_report`] over iterations already found ([`iteration_report`]).
+pub fn anomaly_report_with(t: &OpTable, iters: &iteration::IterationReport) -> commlens_analyze::anomaly::AnomalyReport {
+    commlens_analyze::anomaly::detect_anomalies(t, Some(iters), &Default::default())
 }
 
 /// Ranks as compact runs: `0-3,8,10-11`; long lists cut with their count.

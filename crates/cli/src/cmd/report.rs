@@ -29,11 +29,13 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     let (progress, bar) = crate::progress::for_inputs(a.inputs);
     // The loader keeps the logs' hardware lines for the cluster facts, so they are read once.
     let opts = ReadOptions { progress, samples: false, ..ReadOptions::default() };
+    let loading = commlens_core::timing::Phase::start("load (total)");
     let mut loaded = crate::load::load_columns_noting(a.inputs, &opts, &crate::load::columns(crate::load::REPORT_COLUMNS), true)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    crate::load::drop_read_state(&mut loaded);
+    commlens_core::timing::time("load: free read state", || crate::load::drop_read_state(&mut loaded));
+    loading.end();
     let t = &loaded.table;
     if t.n_ops() == 0 && !loaded.benchmarks.is_empty() {
         // nccl-tests outputs alone: their curves and tables are the report.
@@ -63,8 +65,10 @@ pub fn run(a: &ReportArgs<'_>) -> CmdResult {
     // nccl-tests outputs among the inputs are the run's baselines too.
     baselines.extend(baseline::from_files(&loaded.benchmarks));
     let labels: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
-    let report = commlens_report::build::build_noted(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title, loaded.noted.as_ref())?;
-    write_report(&report, a.out)?;
+    let report = commlens_core::timing::time("report (total)", || {
+        commlens_report::build::build_noted(&loaded.table, &loaded.traces, &labels, a.model, &baselines, a.title, loaded.noted.as_ref())
+    })?;
+    commlens_core::timing::time("write html", || write_report(&report, a.out))?;
     println!(
         "wrote {} ({} operations, {} ranks); open it in any browser, it needs no network",
         a.out.display(),
