@@ -10,7 +10,6 @@
 //! | `compute` | GPU presets, the roofline per compute kind, measured kernel tables |
 //! | `engine` | discrete events over ranks: streams, collectives complete when all members arrive, Send/Recv matching |
 //! | `output` | the simulated run as an `OpTable` of `Simulated` rows, compute spans, summary |
-//! | `timings` | per-phase wall and CPU time on stderr (`COMMLENS_TIMINGS=1`) |
 //! | `simai` | SimAI 1.6 analytical's busbw rule, for side-by-side checks on the same flags |
 
 pub mod analytical;
@@ -20,4 +19,3 @@ pub mod flow;
 pub mod network;
 pub mod output;
 pub mod simai;
-pub mod timings;

@@ -19,7 +19,7 @@ use commlens_model::Cluster;
 use commlens_sim::compute::{ComputeCost, KernelCost, KernelTable, Roofline};
 use commlens_sim::engine::{self, EngineOptions, Run};
 use commlens_sim::network::Network;
-use commlens_sim::timings::Phase;
+use commlens_core::timing::Phase;
 use commlens_sim::{analytical, flow, output, simai};
 use commlens_workload::{aicb, chakra, megatron, replay, GroupKind, Workload};
 use rayon::prelude::*;

@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use crate::compute::ComputeCost;
 use crate::network::{LinkUsage, NetOpId, Network};
-use crate::timings::Phase as Timed;
+use commlens_core::timing::Phase as Timed;
 use rayon::prelude::*;
 
 pub use summary::{breakdown, Breakdown, KindTime};
