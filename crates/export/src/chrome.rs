@@ -31,15 +31,19 @@ pub fn write_chrome_trace<W: Write>(
     opts: &TraceOptions,
     out: W,
 ) -> io::Result<TraceSummary> {
-    let mut w =
-        JsonEvents { w: BufWriter::with_capacity(1 << 16, Counting { inner: out, n: 0 }), first: true };
+    let (mut w, pids) = begin(table, opts, out)?;
     let mut sum = TraceSummary::default();
-    w.header(table, opts)?;
-    let pids = pids(table);
     for d in device_order(&pids) {
         w.rank(table, d, pids[d], enrich, opts, &mut sum)?;
     }
     w.ranges(&pids, opts, sum)
+}
+
+/// The buffered event writer with the trace's header written, and each device's pid.
+fn begin<W: Write>(table: &OpTable, opts: &TraceOptions, out: W) -> io::Result<(JsonEvents<BufWriter<Counting<W>>>, Vec<u32>)> {
+    let mut w = JsonEvents { w: BufWriter::with_capacity(1 << 16, Counting { inner: out, n: 0 }), first: true };
+    w.header(table, opts)?;
+    Ok((w, pids(table)))
 }
 
 /// Ranks rendered per task by [`write_chrome_trace_par`] before they are written in order:
@@ -56,11 +60,8 @@ pub fn write_chrome_trace_par<W: Write>(
     out: W,
 ) -> io::Result<TraceSummary> {
     use rayon::prelude::*;
-    let mut w =
-        JsonEvents { w: BufWriter::with_capacity(1 << 16, Counting { inner: out, n: 0 }), first: true };
+    let (mut w, pids) = begin(table, opts, out)?;
     let mut sum = TraceSummary::default();
-    w.header(table, opts)?;
-    let pids = pids(table);
     let order = device_order(&pids);
     for window in order.chunks(PAR_WINDOW) {
         let parts: Vec<io::Result<(Vec<u8>, TraceSummary)>> = window

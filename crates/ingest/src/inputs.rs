@@ -47,14 +47,7 @@ pub struct Expanded {
 pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
     let mut w = Walk::default();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
-        if meta.is_dir() {
-            if w.first(p, &meta) {
-                w.walk(p)?;
-            }
-        } else {
-            w.file(p, &meta, true);
-        }
+        w.named(p)?;
     }
     if w.out.files.is_empty() {
         return Err(IngestError::NoInputs { paths: paths.to_vec() });
@@ -69,14 +62,7 @@ pub fn expand_inputs_noted(paths: &[PathBuf]) -> Result<Expanded, IngestError> {
 pub fn has_inputs(paths: &[PathBuf]) -> Result<bool, IngestError> {
     let mut w = Walk { first_only: true, ..Walk::default() };
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
-        if meta.is_dir() {
-            if w.first(p, &meta) {
-                w.walk(p)?;
-            }
-        } else {
-            w.file(p, &meta, true);
-        }
+        w.named(p)?;
         if !w.out.files.is_empty() {
             return Ok(true);
         }
@@ -148,6 +134,19 @@ struct Walk {
 
 impl Walk {
     /// Records `path`; false (and a note) when what it leads to was seen.
+    /// A path named on the command line: a folder walked (once), a file taken as named.
+    fn named(&mut self, p: &PathBuf) -> Result<(), IngestError> {
+        let meta = std::fs::metadata(p).map_err(|e| IngestError::Io { path: p.clone(), source: e })?;
+        if meta.is_dir() {
+            if self.first(p, &meta) {
+                self.walk(p)?;
+            }
+        } else {
+            self.file(p, &meta, true);
+        }
+        Ok(())
+    }
+
     fn first(&mut self, path: &Path, meta: &std::fs::Metadata) -> bool {
         match self.seen.entry(file_key(path, meta)) {
             std::collections::hash_map::Entry::Occupied(e) => {
