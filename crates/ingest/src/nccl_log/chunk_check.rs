@@ -121,6 +121,11 @@ impl LogParser {
                 if tuned_here && (lt.spec.evicted || queued + lt.spec.max_len >= cap) {
                     return Some("a queue overflows across the boundary");
                 }
+                // The chunk, not knowing the thread had tuned before, evicted
+                // at the untuned cap what the true queue would still hold.
+                if lt.spec.evicted && tt.tuning_seen {
+                    return Some("a queue of a tuning thread overflows in the chunk");
+                }
             }
         }
         // Handles the true state already holds.

@@ -102,6 +102,10 @@ pub(crate) struct Speculation {
     pub(super) procs: Vec<ProcSpec>,
     /// A version line without a prefix was read (it applies to every process).
     pub(super) bare_version_set: bool,
+    /// Queue cap of threads that did not tune here: the sequential one for
+    /// the file's first chunk (which becomes the true parser, unchecked),
+    /// [`super::state_ops::SPEC_UNTUNED`] for the others.
+    pub(super) untuned_cap: usize,
 }
 
 impl Speculation {
@@ -168,10 +172,18 @@ impl ChunkMaps {
 
 impl LogParser {
     /// A parser for a chunk of a log: records what its start assumed.
-    /// `seeds`: host spellings (pid, host) assumed known before the chunk.
-    pub(crate) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)]) -> LogParser {
+    /// `seeds`: host spellings (pid, host) assumed known before the chunk;
+    /// `first`: the file's first chunk (its start assumes nothing).
+    pub(crate) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)], first: bool) -> LogParser {
         let mut p = LogParser::with_fast_paths(fast);
-        p.spec = Some(Box::default());
+        p.spec = Some(Box::new(Speculation {
+            untuned_cap: if first {
+                super::state_ops::MAX_UNTUNED
+            } else {
+                super::state_ops::SPEC_UNTUNED
+            },
+            ..Speculation::default()
+        }));
         p.hosts = super::prefix::KnownHosts::speculative(fast, seeds);
         p
     }

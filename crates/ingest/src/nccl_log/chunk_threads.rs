@@ -34,18 +34,6 @@ impl LogParser {
         }
     }
 
-    /// The first chunk's queues, parsed with a chunk's larger cap (see
-    /// `emit_parsed`), trimmed to the cap of a parse from the file's start.
-    pub(super) fn trim_queues(&mut self, sink: &mut dyn FnMut(CollOp)) {
-        for ps in &mut self.procs {
-            for t in ps.threads.values_mut().filter(|t| !t.tuning_seen) {
-                while t.pending.len() > MAX_UNTUNED {
-                    sink(t.pending.pop_front().expect("longer than cap"));
-                }
-            }
-        }
-    }
-
     pub(super) fn absorb_thread(
         &mut self,
         tp: ProcIdx,

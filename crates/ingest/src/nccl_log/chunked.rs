@@ -373,7 +373,7 @@ where
     } else {
         seed_hosts(path, opts, start).map_err(io_err)?
     };
-    let mut parser = LogParser::speculative(opts.fast_paths, &seeds);
+    let mut parser = LogParser::speculative(opts.fast_paths, &seeds, first);
     let mut state = (job.make)();
     let mut ops = Vec::new();
     let mut bench = KeptLines::default();

@@ -17,6 +17,13 @@ pub(super) const MAX_PENDING: usize = 1024;
 /// line (TUNING not enabled, or a version that does not print it) stops
 /// queueing, so logs without tuning lines keep no backlog at all.
 pub(super) const MAX_UNTUNED: usize = 64;
+/// The untuned cap of a chunk parse (not the first chunk's), which does not
+/// know whether the thread tuned before the chunk: large enough that a
+/// thread that did and tunes again here rarely overflows before its first
+/// tuning line (at 64, 2 of the bench log's 48 chunks did, and were read
+/// again), small enough that threads that never tune do not each hold
+/// `MAX_PENDING` operations (see `emit_parsed`).
+pub(super) const SPEC_UNTUNED: usize = 256;
 
 /// The parts of a segment an operation keeps.
 #[derive(Clone, Copy)]
@@ -139,8 +146,18 @@ impl LogParser {
         }
         let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
         // A chunk parse does not know whether the thread printed tuning
-        // lines before the chunk: it keeps the larger queue (the join trims).
-        let cap = if thread.tuning_seen || self.spec.is_some() { MAX_PENDING } else { MAX_UNTUNED };
+        // lines before the chunk. It keeps a queue of `SPEC_UNTUNED` all the
+        // same until the thread tunes here: threads that never tune would
+        // otherwise each hold MAX_PENDING operations, and on the 400 MB bench
+        // log those queues cost 520k more last-level cache write misses than
+        // the sequential read (cachegrind), a large part of why 2 cores did
+        // not halve the time. An eviction the true cap would not have made is
+        // refused by the join (`chunk_check`), and the chunk read again.
+        let cap = match (&self.spec, thread.tuning_seen) {
+            (_, true) => MAX_PENDING,
+            (Some(s), false) => s.untuned_cap,
+            (None, false) => MAX_UNTUNED,
+        };
         while thread.pending.len() >= cap {
             match thread.pending.pop_front() {
                 Some(old) => {
