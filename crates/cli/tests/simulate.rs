@@ -288,3 +288,33 @@ fn a_nic_sweep_matches_lone_runs_and_orders_the_gains() {
     assert_ne!(r.code, 0);
     assert!(r.err.contains("do not also give --nic"), "{}", r.err);
 }
+
+/// README: `COMMLENS_TIMINGS=1` before `simulate` or `report` prints one `timing:` line per
+/// phase on stderr (wall, process CPU, the timing thread's CPU); without it, none.
+#[test]
+fn timings_are_printed_only_when_asked() {
+    let dir = temp_dir("simulate", "timings");
+    let conf = repo().join("examples/demo-model.conf");
+    let out = dir.join("sim");
+    let mut c = commlens_cmd(&["simulate", conf.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    c.env("COMMLENS_TIMINGS", "1");
+    let r = run_limited(c, 300, "simulate with timings");
+    assert_eq!(r.code, 0, "{}", r.err);
+    for phase in ["workload build", "engine loop", "table build"] {
+        let line = r.err.lines().find(|l| l.starts_with(&format!("timing: {phase} "))).unwrap_or_else(|| panic!("no {phase} line: {}", r.err));
+        assert!(line.contains(" s (cpu ") && line.contains("this thread"), "{line}");
+    }
+    let pq = out.join("simulated.parquet");
+    let html = dir.join("r.html");
+    let mut c = commlens_cmd(&["report", pq.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    c.env("COMMLENS_TIMINGS", "1");
+    let r = run_limited(c, 300, "report with timings");
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.err.lines().any(|l| l.starts_with("timing: write html ")), "{}", r.err);
+    let mut c = commlens_cmd(&["report", pq.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    c.env_remove("COMMLENS_TIMINGS");
+    let r = run_limited(c, 300, "report without timings");
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.err.contains("timing:"), "{}", r.err);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,12 +61,6 @@ impl Phase {
         Phase { started: enabled().then(|| (name, Instant::now(), cpu_seconds(), thread_cpu_seconds())) }
     }
 
-    /// Starts timing `name`, a phase that runs beside others: the same line, in which the
-    /// timing thread's CPU figure is the one that belongs to it.
-    pub fn concurrent(name: &'static str) -> Phase {
-        Phase::start(name)
-    }
-
     /// Ends the phase now.
     pub fn end(self) {}
 }

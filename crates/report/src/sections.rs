@@ -194,21 +194,15 @@ pub fn classification_table(c: &Classification) -> ReportTable {
     }
 }
 
-/// Bytes per rank per iteration (detected by repeated pattern, or from the
-/// traces' iteration ranges when they have them).
-pub fn iterations(t: &OpTable, ranges: &[(i64, i64, String)]) -> Option<IterationHeat> {
-    iterations_of(t, &iteration_report(t, ranges))
-}
-
 /// The iterations of a table ([`iteration::detect_iterations`]) by the
 /// traces' ranges, else by the repeated operation pattern: what
-/// [`iterations`] and [`anomaly_report`] find, computed once for both.
+/// the heat map and [`anomaly_report`] use, computed once for both.
 pub fn iteration_report(t: &OpTable, ranges: &[(i64, i64, String)]) -> iteration::IterationReport {
     let r: Vec<(i64, i64, &str)> = ranges.iter().map(|(s, e, n)| (*s, *e, n.as_str())).collect();
     iteration::detect_iterations(t, (!r.is_empty()).then_some(&r[..]))
 }
 
-/// [`iterations`] from an [`iteration_report`].
+/// Bytes per rank per iteration, as a heat map, from an [`iteration_report`].
 pub fn iterations_of(t: &OpTable, rep: &iteration::IterationReport) -> Option<IterationHeat> {
     let width = rep.ranks.iter().map(|x| x.iteration_bytes.len()).max().unwrap_or(0);
     if rep.count < 2 || width < 2 {

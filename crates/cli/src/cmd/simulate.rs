@@ -321,7 +321,7 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
     let pq = out.join("simulated.parquet");
     let (pq_res, (sum_res, trace_res)) = rayon::join(
         || {
-            let ph = Phase::concurrent("parquet write");
+            let ph = Phase::start("parquet write");
             // A table of representatives says how many ranks it stands for (readers print it).
             let represented = (t.devices.len() < w.world as usize).then_some(u64::from(w.world));
             let r = crate::parquet_out::write_with(&t, &enrich, false, Some(output::SOURCE_KIND), represented, &pq)
@@ -358,7 +358,7 @@ fn write_outputs(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluste
 /// `EndToEnd.csv` (SimAI's summary line, from our figures), `links.csv` and `summary.json`;
 /// their paths and the JSON text.
 fn summary_files(a: &SimulateArgs<'_>, w: &Workload, run: &Run, cluster: &Cluster, sim_s: f64) -> Result<(PathBuf, PathBuf, PathBuf, String), String> {
-    let ph = Phase::concurrent("summary files");
+    let ph = Phase::start("summary files");
     let out = a.out;
     let sm = &run.summary;
     let e2e = simai::EndToEnd {
@@ -430,14 +430,14 @@ fn traces(t: &OpTable, enrich: &Enrichment<'_>, spans: &output::ComputeSpans, ou
     let (json, pf) = (out.join("trace.json"), out.join("trace.pftrace"));
     let (j, p) = rayon::join(
         || {
-            let ph = Phase::concurrent("chrome trace");
+            let ph = Phase::start("chrome trace");
             let r = crate::outputs::write_atomic(&json, |tmp| chrome::write_chrome_trace_par_file(t, enrich, &opts, tmp))
                 .map_err(|e| format!("{}: {e}", json.display()));
             ph.end();
             r
         },
         || {
-            let ph = Phase::concurrent("perfetto trace");
+            let ph = Phase::start("perfetto trace");
             let r = crate::outputs::write_atomic(&pf, |tmp| perfetto::write_perfetto_trace_file(t, enrich, &opts, tmp))
                 .map_err(|e| format!("{}: {e}", pf.display()));
             ph.end();

@@ -7,7 +7,11 @@
 //! `OUT/KEY-VALUE/`) and the comparison (`OUT/sweep.csv` and the table on standard output).
 //! Why variants rather than a parallel event loop: one simulated run is a sequence of
 //! dependent events; the questions users ask of a simulator are sweeps, and those are
-//! independent (`shared/reference/simulation.md` §9: spend cores on sweeps).
+//! independent (`shared/reference/simulation.md` §9: spend cores on sweeps). A parallel event
+//! loop would first need ties ordered by (time, rank, task) instead of insertion order (to keep
+//! results byte-identical), logical processes per component of communicator membership, a
+//! network sharded by link component, and windows of lookahead equal to the smallest collective
+//! latency.
 
 use super::simulate::{checked_workload, run_on, SimulateArgs};
 use super::CmdResult;
