@@ -121,11 +121,13 @@ impl Aggregate {
         a
     }
 
-    /// Re-keys device and communicator indices (after tables were merged).
-    pub fn remap(self, dev: &[DevIdx], comm: &[CommIdx]) -> Aggregate {
+    /// Re-keys device and communicator indices (after tables were merged):
+    /// `map` gives a cell's new (device, handle) from its old ones.
+    pub fn remap(self, map: impl Fn(DevIdx, CommIdx) -> (DevIdx, CommIdx)) -> Aggregate {
         let mut out = Aggregate { sizes: self.sizes, algos: self.algos, ..Aggregate::default() };
         for ((d, c, k), cell) in self.cells {
-            out.cells.entry((dev[d.ix()], comm[c.ix()], k)).or_default().absorb(&cell);
+            let (d, c) = map(d, c);
+            out.cells.entry((d, c, k)).or_default().absorb(&cell);
         }
         out
     }
@@ -429,8 +431,8 @@ mod tests {
         assert_eq!((ar.min_bytes, ar.max_bytes, ar.mean_bytes), (1000, 3000, 5000.0 / 3.0));
         assert_eq!(ar.algorithms, vec![("(not logged)".to_string(), 3)]);
         assert_eq!(r.sizes.iter().map(|s| s.total).sum::<u64>(), 4);
-        // Remapping both devices onto device 0 merges their cells.
-        let b = a.clone().remap(&[DevIdx(0), DevIdx(0)], &[CommIdx(0), CommIdx(0)]);
+        // Remapping both devices (and handles) onto one merges their cells.
+        let b = a.clone().remap(|_, _| (DevIdx(0), CommIdx(0)));
         let cell = b.cells[&(DevIdx(0), CommIdx(0), OpKind::AllReduce)];
         assert_eq!((cell.ops, cell.bytes, cell.min_bytes, cell.max_bytes), (3, 5000, 1000, 3000));
         let mut m = a.clone();

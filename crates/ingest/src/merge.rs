@@ -15,6 +15,23 @@ pub struct Remap {
     pub proc: Vec<ProcIdx>,
     pub dev: Vec<DevIdx>,
     pub comm: Vec<CommIdx>,
+    /// Per old handle, the device its operations go to when that is not the
+    /// remap of the device they carry (empty, or `None`, elsewhere): a chunk
+    /// of a large log gave a handle the device of its operations' `[dev]`
+    /// before learning the handle's true one ([`crate::nccl_log::ChunkMaps`]).
+    pub comm_dev: Vec<Option<DevIdx>>,
+}
+
+impl Remap {
+    /// The new device and handle of an operation on `dev` and `comm`.
+    #[inline]
+    pub fn dev_comm(&self, dev: DevIdx, comm: CommIdx) -> (DevIdx, CommIdx) {
+        let d = match self.comm_dev.get(comm.ix()) {
+            Some(&Some(d)) => d,
+            _ => self.dev[dev.ix()],
+        };
+        (d, self.comm[comm.ix()])
+    }
 }
 
 /// Merges tables (their `per_rank` operations included) into one.

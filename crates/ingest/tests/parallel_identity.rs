@@ -15,6 +15,7 @@
 #[allow(dead_code)]
 mod common;
 
+use commlens_core::model::{CommIdx, DevIdx};
 use commlens_core::{Algorithm, OpKind, Protocol};
 use commlens_ingest::inputs::load_listed_with;
 use commlens_ingest::nccl_log::chunked::{plan, read_chunked};
@@ -80,7 +81,8 @@ fn read_both_ways(file: &Path, chunk: u64) -> (String, Folded) {
         .zip(&loaded.remaps)
         .flat_map(|(s, r)| {
             s.into_iter().map(move |(d, c, k, b, t, a, p, x)| {
-                (r.dev[d as usize].0, r.comm[c as usize].0, k, b, t, a, p, x)
+                let (d, c) = r.dev_comm(DevIdx(d), CommIdx(c));
+                (d.0, c.0, k, b, t, a, p, x)
             })
         })
         .collect();
@@ -204,4 +206,31 @@ fn a_generated_log_of_1024_processes_reads_the_same_in_chunks() {
     let (c, r) = check_generated(8, 8, 16, 1);
     println!("1024 processes: {c} chunks, {r} read again by the join");
     assert!(c > 0 && r < c, "{c} chunks, {r} replayed");
+}
+
+/// One thread drives both GPUs of nccl-tests (2.27.7, `-g 2`): it prints its
+/// current device, `[1]`, on operations of the handle of device 0. A chunk
+/// that starts there gives the handle device 1 from its bracket; the join
+/// moves those operations to the handle's true device instead of reading the
+/// chunk again (it used to, with "an operation's [dev] differs from its
+/// communicator's device"), and the result is the sequential one.
+#[test]
+fn a_thread_driving_two_gpus_is_folded_not_read_again() {
+    let Some(dir) = common::shared_dir("nccl-logs") else {
+        return;
+    };
+    let log = dir.join("timez-zx-nccl-tests-nccl-2x-A100PCIe-NVLbridge-RoCE-2.27.7.log");
+    check_identical(&log, &[2 << 10, 4 << 10, 16 << 10, 64 << 10]);
+    let mut moved = 0;
+    for size in [2 << 10, 4 << 10, 16 << 10, 64 << 10] {
+        let ranges = plan(&log, &opts(size)).unwrap();
+        let c = read_chunked(&log, &opts(size), &ranges, false, &|| (), &|_: &mut (), _| {}).unwrap();
+        assert!(
+            !c.reasons.iter().any(|(why, _)| why.contains("[dev]")),
+            "{size}-byte chunks: {:?}",
+            c.reasons
+        );
+        moved += c.chunks;
+    }
+    assert!(moved > 100, "{moved} chunks");
 }

@@ -129,7 +129,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
     let mut agg = Aggregate::default();
     for (a, r) in aggs.into_iter().zip(&loaded.remaps) {
         if !a.cells.is_empty() {
-            agg.merge(a.remap(&r.dev, &r.comm));
+            agg.merge(a.remap(|d, c| r.dev_comm(d, c)));
         }
     }
     let t = &loaded.table;

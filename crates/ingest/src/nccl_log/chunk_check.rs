@@ -139,7 +139,17 @@ impl LogParser {
             let cs = &spec.comms[lc];
             let t = &self.table.comms[tc.ix()];
             if let (Some(b), Some(d)) = (cs.bracket, t.device) {
-                if self.table.devices[d.ix()].cuda_dev.unwrap_or(u32::MAX) != b {
+                // The chunk gave the handle the device of its operations'
+                // `[dev]` (one thread driving several GPUs prints its current
+                // device, not the handle's); the fold moves them to the true
+                // one (`ChunkMaps::comm_dev`) when nothing here depended on
+                // it: the bracket's device is one the true process has (else
+                // the chunk made a device that reading in order would not
+                // make, or would make later), and init lines here (a
+                // `Destroy` line, say) named the true device alone, if any.
+                let true_dev = self.table.devices[d.ix()].cuda_dev.unwrap_or(u32::MAX);
+                let init_agrees = !cs.device_from_init || (cs.init_dev == true_dev && !cs.init_devs_differ);
+                if true_dev != b && !(init_agrees && self.procs[tp.ix()].devices.contains_key(&b)) {
                     return Some("an operation's [dev] differs from its communicator's device");
                 }
             }

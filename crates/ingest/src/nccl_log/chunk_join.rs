@@ -83,7 +83,11 @@ pub(crate) struct CommSpec {
     pub(super) init_touched: bool,
     /// A communicator line here set its device / its size (they override
     /// what the handle had; operation lines only fill them in).
-    device_from_init: bool,
+    pub(super) device_from_init: bool,
+    /// The CUDA device of the last such line, and whether two of them named
+    /// different devices.
+    pub(super) init_dev: u32,
+    pub(super) init_devs_differ: bool,
     nranks_from_init: bool,
 }
 
@@ -139,6 +143,11 @@ pub struct ChunkMaps {
     pub proc: Vec<ProcIdx>,
     pub dev: Vec<DevIdx>,
     pub comm: Vec<CommIdx>,
+    /// Per local handle, the true device its operations go to when the
+    /// chunk gave it another one: the `[dev]` of its first operation here,
+    /// where the true handle already had its device (one thread driving
+    /// several GPUs prints its current device, not the handle's).
+    pub(super) comm_dev: Vec<Option<DevIdx>>,
     /// Added to the chunk's `comm_seq` per local handle (operations the
     /// handle had before the chunk).
     pub(super) seq_base: Vec<u64>,
@@ -156,6 +165,7 @@ impl ChunkMaps {
             proc: self.proc.iter().map(|p| file.proc[p.ix()]).collect(),
             dev: self.dev.iter().map(|d| file.dev[d.ix()]).collect(),
             comm: self.comm.iter().map(|c| file.comm[c.ix()]).collect(),
+            comm_dev: self.comm_dev.iter().map(|d| d.map(|d| file.dev[d.ix()])).collect(),
         }
     }
 
@@ -163,7 +173,10 @@ impl ChunkMaps {
     pub(super) fn op(&self, mut op: CollOp) -> CollOp {
         op.comm_seq += self.seq_base[op.comm.ix()];
         op.proc = self.proc[op.proc.ix()];
-        op.dev = self.dev[op.dev.ix()];
+        op.dev = match self.comm_dev[op.comm.ix()] {
+            Some(d) => d,
+            None => self.dev[op.dev.ix()],
+        };
         op.comm = self.comm[op.comm.ix()];
         op.line += self.line_offset;
         op
@@ -210,10 +223,14 @@ impl LogParser {
         }
     }
 
-    pub(super) fn note_comm_line(&mut self, c: CommIdx, device: bool, nranks: bool) {
+    pub(super) fn note_comm_line(&mut self, c: CommIdx, cuda_dev: Option<u32>, nranks: bool) {
         if let Some(s) = self.spec.as_mut() {
             let cs = &mut s.comms[c.ix()];
-            cs.device_from_init |= device;
+            if let Some(d) = cuda_dev {
+                cs.init_devs_differ |= cs.device_from_init && cs.init_dev != d;
+                cs.init_dev = d;
+                cs.device_from_init = true;
+            }
             cs.nranks_from_init |= nranks;
         }
     }
@@ -340,6 +357,12 @@ impl LogParser {
                 Some(&tc) => {
                     let t = &mut self.table.comms[tc.ix()];
                     maps.seq_base.push(t.n_ops);
+                    // Checked by the refusal: the bracket's device exists in
+                    // the true process, and no init line here moved the handle.
+                    maps.comm_dev.push(match (cs.bracket, t.device) {
+                        (Some(b), Some(td)) if self.table.devices[td.ix()].cuda_dev.unwrap_or(u32::MAX) != b => Some(td),
+                        _ => None,
+                    });
                     t.device = if cs.device_from_init {
                         device
                     } else {
@@ -382,6 +405,7 @@ impl LogParser {
                         .comms
                         .insert(self.table.comms[tc.ix()].ptr, tc);
                     maps.seq_base.push(0);
+                    maps.comm_dev.push(None);
                     maps.comm.push(tc);
                 }
             }

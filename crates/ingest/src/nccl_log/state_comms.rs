@@ -92,7 +92,7 @@ impl LogParser {
     pub(super) fn comm_line(&mut self, proc: ProcIdx, tid: u32, l: &init::CommLine) {
         let c = self.comm(proc, l.comm);
         self.note_init(Some(c));
-        self.note_comm_line(c, l.cuda_dev.is_some(), l.nranks.is_some());
+        self.note_comm_line(c, l.cuda_dev, l.nranks.is_some());
         if let Some(dev) = l.cuda_dev {
             let d = self.device(proc, Some(dev));
             let device = &mut self.table.devices[d.ix()];
