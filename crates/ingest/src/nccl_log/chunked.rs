@@ -322,10 +322,11 @@ where
 const LOOKAHEAD: usize = 4;
 
 /// How far before a chunk its seeds are looked for (see [`parse_chunk`]):
-/// a quarter of a chunk, at most this. Those bytes are split twice (3 % of
-/// `stats`' instructions on the bench log), but 256 KiB missed spellings: 5
-/// of its 48 chunks read again by the join instead of 2, more work in all.
-const SEED_BYTES: u64 = 1 << 20;
+/// a quarter of a chunk, at most this. Those bytes are split twice (1 MiB
+/// cost 3 % of `stats`' instructions on the bench log; 512 KiB half that),
+/// but 256 KiB missed spellings: 3 of its 48 chunks read again by the join
+/// ("host names with debris"), none at 512 KiB, more work in all.
+const SEED_BYTES: u64 = 1 << 19;
 
 /// Host spellings to seed a chunk starting at byte `start` with: the
 /// cleanest spellings of the processes that wrote the bytes before it,
