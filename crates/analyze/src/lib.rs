@@ -39,5 +39,6 @@ pub mod signature;
 pub mod iteration;
 pub mod overlap;
 pub mod stats;
+pub mod stats_stream;
 pub mod straggler;
 pub mod volume;

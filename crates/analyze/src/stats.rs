@@ -38,7 +38,7 @@ impl Cell {
         self.ops - self.unknown_size
     }
 
-    fn add(&mut self, size: Option<u64>, recovered: bool) {
+    pub(crate) fn add(&mut self, size: Option<u64>, recovered: bool) {
         let Some(bytes) = size else {
             self.ops += 1;
             self.unknown_size += 1;
@@ -56,7 +56,7 @@ impl Cell {
         self.recovered += recovered as u64;
     }
 
-    fn absorb(&mut self, o: &Cell) {
+    pub(crate) fn absorb(&mut self, o: &Cell) {
         if o.ops == 0 {
             return;
         }

@@ -8,6 +8,7 @@ use super::CmdResult;
 use commlens_report::render;
 use crate::Format;
 use commlens_analyze::stats::{Aggregate, StatsReport};
+use commlens_analyze::stats_stream::AggregateBuilder;
 use commlens_ingest::inputs::{expand_inputs, load_listed_with, InputFormat};
 use commlens_ingest::kind::{classify, FileKind};
 use commlens_ingest::nccl_log::ReadOptions;
@@ -109,7 +110,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
     let folded = std::sync::Arc::new(BenchTables::new(rest.iter().filter(|f| bench_set.contains(&f.0)).map(|f| f.0.clone())));
     let opts = ReadOptions { progress, bench_tables: Some(folded.clone()), ..ReadOptions::default() };
     let (loaded, others) = rayon::join(
-        || load_listed_with(&rest, &opts, false, Aggregate::default, |a, op| a.add(op)),
+        || load_listed_with(&rest, &opts, false, AggregateBuilder::default, |a, op| a.add(op)),
         || read_benchmarks_but(&bench, &folded),
     );
     let read = with_folded(&bench, others, &folded);
@@ -127,7 +128,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
         other => other?,
     };
     let mut agg = Aggregate::default();
-    for (a, r) in aggs.into_iter().zip(&loaded.remaps) {
+    for (a, r) in aggs.into_iter().map(AggregateBuilder::finish).zip(&loaded.remaps) {
         if !a.cells.is_empty() {
             agg.merge(a.remap(|d, c| r.dev_comm(d, c)));
         }
