@@ -81,6 +81,23 @@ impl OpKind {
 
     /// Decodes the name NCCL prints in `<Op>: opCount …` lines and kernel names.
     pub fn from_name(name: &[u8]) -> Option<OpKind> {
+        // The readers ask on every operation line: by length first, then
+        // fixed-size compares, which inline (a slice match called `bcmp`).
+        fn is<const N: usize>(name: &[u8], lit: &[u8; N]) -> bool {
+            <&[u8; N]>::try_from(name).is_ok_and(|a| a == lit)
+        }
+        let kind = match name.len() {
+            4 if is(name, b"Send") => OpKind::Send,
+            4 if is(name, b"Recv") => OpKind::Recv,
+            9 if is(name, b"AllReduce") => OpKind::AllReduce,
+            9 if is(name, b"AllGather") => OpKind::AllGather,
+            _ => return Self::from_name_other(name),
+        };
+        Some(kind)
+    }
+
+    /// [`OpKind::from_name`] for the rarer names.
+    fn from_name_other(name: &[u8]) -> Option<OpKind> {
         Some(match name {
             b"AllReduce" => OpKind::AllReduce,
             b"AllGather" => OpKind::AllGather,

@@ -50,7 +50,7 @@ pub fn is_op_line(msg: &[u8]) -> Option<usize> {
 /// `w` has a colon, and the lowest byte that the zero-byte test flags is a
 /// true zero (a false flag needs a borrow from a lower zero byte).
 #[inline]
-fn colon_in_24(msg: &[u8]) -> Option<usize> {
+pub(super) fn colon_in_24(msg: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     let n = msg.len().min(24);
     let mut i = 0;
@@ -254,7 +254,7 @@ struct CallArgReader<'a> {
 
 impl CallArgReader<'_> {
     /// One argument read by `read`, then its separator `end`.
-    #[inline]
+    #[inline(always)]
     fn arg<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>, end: u8) -> Option<T> {
         let v = read(self)?;
         if self.s.get(self.p) != Some(&end) {
@@ -266,10 +266,18 @@ impl CallArgReader<'_> {
 
     /// As `hex_u64` (which also reads the `0` NCCL prints for NULL): an
     /// optional `0x`, then 1 to 16 hex digits.
-    #[inline]
+    #[inline(always)]
     fn hex(&mut self) -> Option<u64> {
         if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
             self.p += 2;
+        }
+        // Sixteen bytes at once where the line has them (pointers are 12
+        // digits). A 17th digit after a full run is no separator, so `arg`
+        // refuses it as the digit loop below would.
+        if let Some(w) = self.s.get(self.p..self.p + 16) {
+            let (k, v) = super::ops_fast::hex_run16(w);
+            self.p += k;
+            return (k > 0).then_some(v);
         }
         let start = self.p;
         let mut v: u64 = 0;
@@ -371,7 +379,7 @@ pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
 }
 
 /// Words, or the integers older NCCL printed (`NCCL_ALGO_*` order).
-fn decode_algo(t: &[u8]) -> Option<Algorithm> {
+pub(super) fn decode_algo(t: &[u8]) -> Option<Algorithm> {
     match dec_u64(t) {
         Some(0) => Some(Algorithm::Tree),
         Some(1) => Some(Algorithm::Ring),
@@ -385,7 +393,7 @@ fn decode_algo(t: &[u8]) -> Option<Algorithm> {
     }
 }
 
-fn decode_proto(t: &[u8]) -> Option<Protocol> {
+pub(super) fn decode_proto(t: &[u8]) -> Option<Protocol> {
     match dec_u64(t) {
         Some(0) => Some(Protocol::Ll),
         Some(1) => Some(Protocol::Ll128),

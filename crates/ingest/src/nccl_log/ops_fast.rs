@@ -9,9 +9,10 @@
 //! every line of a thread.
 //! [`parse_op_fields_fast`] reads the fields of a line cut by another writer:
 //! the canonical fields as far as they go, then the general key/value loop for
-//! the rest. The tests in `tests/fast_paths.rs` read every real log both ways.
+//! the rest. [`parse_tuning_canonical`] does the same for the tuning line.
+//! The tests in `tests/fast_paths.rs` read every real log both ways.
 
-use super::ops::{continue_op_fields, OpLine, OpLineError};
+use super::ops::{colon_in_24, continue_op_fields, decode_algo, decode_proto, OpLine, OpLineError, TuningLine};
 use crate::bytes::{eq_words, hex_digit};
 use commlens_core::OpKind;
 
@@ -80,6 +81,36 @@ fn parse_comm_tail(tail: &[u8]) -> Option<CommTail> {
     c.lit(b" stream ")?;
     let stream = c.pointer()?;
     (c.p == tail.len()).then_some(CommTail { comm, nranks, stream })
+}
+
+/// Shortcut for the tuning line as recent NCCL prints it, single-spaced:
+/// `<Op>: <n> Bytes -> Algo <A> proto <P>` and, optionally, ` channel{Lo..Hi}={a..b}`
+/// ending the message. Gives exactly what [`parse_tuning_line`] gives, or
+/// `None` on any deviation (the caller then runs it): every token is read
+/// where it stands and must end where splitting at spaces would end it.
+pub(super) fn parse_tuning_canonical(msg: &[u8]) -> Option<TuningLine> {
+    let colon = colon_in_24(msg)?;
+    let kind = OpKind::from_name(&msg[..colon])?;
+    let mut c = Cursor { s: msg, p: colon + 1 };
+    c.lit(b" ")?;
+    let bytes = c.digits()?;
+    c.lit(b" Bytes -> Algo ")?;
+    let algo = c.word()?;
+    c.lit(b" proto ")?;
+    let proto = c.word()?;
+    let mut channels = None;
+    if c.p < msg.len() {
+        c.lit(b" channel{Lo..Hi}={")?;
+        let lo = u16::try_from(c.digits()?).ok()?;
+        c.lit(b"..")?;
+        let hi = u16::try_from(c.digits()?).ok()?;
+        c.lit(b"}")?;
+        if c.p != msg.len() {
+            return None;
+        }
+        channels = Some((lo, hi));
+    }
+    Some(TuningLine { kind, bytes, algo: decode_algo(algo), proto: decode_proto(proto), channels })
 }
 
 /// The fields a line tail from ` comm ` gives.
@@ -227,7 +258,7 @@ struct Cursor<'a> {
     p: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     #[inline(always)]
     fn lit(&mut self, l: &[u8]) -> Option<()> {
         if self.s.get(self.p..self.p + l.len())? == l {
@@ -248,6 +279,16 @@ impl Cursor<'_> {
     fn field<T>(&mut self, lit: &[u8], read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
         self.lit(lit)?;
         read(self)
+    }
+
+    /// A non-empty run of bytes other than a space.
+    #[inline(always)]
+    fn word(&mut self) -> Option<&'a [u8]> {
+        let start = self.p;
+        while self.s.get(self.p).is_some_and(|&b| b != b' ') {
+            self.p += 1;
+        }
+        (self.p > start).then(|| &self.s[start..self.p])
     }
 
     /// At a value's end: a space or the end of the message.

@@ -25,8 +25,15 @@ pub struct KindCount {
 impl KindCounts {
     /// Counts one line of `kind`; `sample` is only called for the first few.
     pub fn add(&mut self, kind: &str, line: u64, sample: impl FnOnce() -> String) {
+        let i = self.slot(kind);
+        self.bump(i, line, sample);
+    }
+
+    /// Where a line of `kind` is counted (added when new; `(other kinds)`
+    /// once there are `MAX_KINDS`). The answer for a kind never changes.
+    fn slot(&mut self, kind: &str) -> usize {
         self.reindex();
-        let i = match self.index.get(kind) {
+        match self.index.get(kind) {
             Some(&i) => i,
             None => {
                 let key = if self.kinds.len() >= MAX_KINDS { "(other kinds)" } else { kind };
@@ -39,7 +46,12 @@ impl KindCounts {
                     }
                 }
             }
-        };
+        }
+    }
+
+    /// Counts one line in slot `i`; `sample` is only called for the first few.
+    #[inline]
+    fn bump(&mut self, i: usize, line: u64, sample: impl FnOnce() -> String) {
         let k = &mut self.kinds[i];
         k.count += 1;
         if k.samples.len() < SAMPLES_PER_KIND {
@@ -51,6 +63,24 @@ impl KindCounts {
             };
             k.samples.push((line, s));
         }
+    }
+
+    /// [`KindCounts::add`] of the kind [`message_kind`] gives `msg`, with
+    /// `memo` answering for first words seen recently: the kind depends on
+    /// the first word alone, and folding and hashing it was most of what an
+    /// uninterpreted line cost (some logs have tens of thousands of them).
+    pub(super) fn add_message(&mut self, msg: &[u8], memo: &mut KindMemo, line: u64, sample: impl FnOnce() -> String) {
+        let (word, _) = crate::bytes::next_token(msg);
+        if let Some(i) = memo.lookup(word) {
+            // Slots only grow, so a remembered one is still right; checked
+            // all the same, in case these counts were replaced.
+            if self.kinds.get(i).is_some_and(|k| k.kind.as_bytes() == memo.entries[0].name.as_slice()) {
+                return self.bump(i, line, sample);
+            }
+        }
+        let i = self.slot(message_kind_in(msg, &mut [0; KIND_MAX]));
+        memo.insert(word, i, self.kinds[i].kind.as_bytes());
+        self.bump(i, line, sample);
     }
 
     /// Adds the counts of a later part of the same file (its line numbers
@@ -107,6 +137,46 @@ impl KindCounts {
             Some(&i) => self.kinds[i].count,
             None => self.kinds.iter().find(|k| k.kind == kind).map_or(0, |k| k.count),
         }
+    }
+}
+
+/// First words of recent uninterpreted messages and the slot of their kind
+/// in [`KindCounts`], most recently used first.
+#[derive(Default)]
+pub(super) struct KindMemo {
+    entries: Vec<KindMemoEntry>,
+}
+
+struct KindMemoEntry {
+    word: Vec<u8>,
+    slot: usize,
+    /// The slot's kind when it was remembered.
+    name: Vec<u8>,
+}
+
+/// Words kept: a log's uninterpreted lines come in runs of a few kinds.
+const MEMO_WORDS: usize = 8;
+/// Longer first words are not kept.
+const MEMO_WORD_MAX: usize = 64;
+
+impl KindMemo {
+    #[inline]
+    fn lookup(&mut self, word: &[u8]) -> Option<usize> {
+        let i = self.entries.iter().position(|e| crate::bytes::eq_words(&e.word, word))?;
+        if i > 0 {
+            self.entries[..=i].rotate_right(1);
+        }
+        Some(self.entries[0].slot)
+    }
+
+    fn insert(&mut self, word: &[u8], slot: usize, name: &[u8]) {
+        if word.len() > MEMO_WORD_MAX {
+            return;
+        }
+        if self.entries.len() == MEMO_WORDS {
+            self.entries.pop();
+        }
+        self.entries.insert(0, KindMemoEntry { word: word.to_vec(), slot, name: name.to_vec() });
     }
 }
 
