@@ -80,6 +80,7 @@ impl OpKind {
     ];
 
     /// Decodes the name NCCL prints in `<Op>: opCount …` lines and kernel names.
+    #[inline]
     pub fn from_name(name: &[u8]) -> Option<OpKind> {
         // The readers ask on every operation line: by length first, then
         // fixed-size compares, which inline (a slice match called `bcmp`).
@@ -131,11 +132,13 @@ impl OpKind {
     }
 
     /// Point-to-point operations address one peer instead of a whole communicator.
+    #[inline]
     pub fn is_p2p(self) -> bool {
         matches!(self, OpKind::Send | OpKind::Recv | OpKind::SendRecv)
     }
 
     /// Whether `root` names a root rank (rooted collectives) rather than nothing.
+    #[inline]
     pub fn is_rooted(self) -> bool {
         matches!(self, OpKind::Broadcast | OpKind::Reduce | OpKind::Gather | OpKind::Scatter)
     }
@@ -172,6 +175,7 @@ impl DataType {
     /// (10, 11) since 2.24 (NCCL 2.24 introduced them: ROCm/rccl PR #1646
     /// ports "the FP8 feature from NCCL 2.24"; no log of ours shows one). With
     /// no version known, the newest enum is assumed.
+    #[inline]
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> DataType {
         let newer_than = |maj, min| version.is_none_or(|ver| ver >= NcclVersion::new(maj, min, 0));
         match v {
@@ -213,6 +217,7 @@ impl DataType {
     }
 
     /// Size of one element in bytes; `None` for unknown types.
+    #[inline]
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self {
             DataType::Int8 | DataType::Uint8 | DataType::Float8E4M3 | DataType::Float8E5M2 => 1,
@@ -266,6 +271,7 @@ pub enum RedOp {
 }
 
 impl RedOp {
+    #[inline]
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> RedOp {
         let has_avg = version.is_none_or(|ver| ver >= NcclVersion::new(2, 10, 0));
         let num_builtin = if has_avg { 5 } else { 4 };

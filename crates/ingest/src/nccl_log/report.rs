@@ -74,7 +74,7 @@ impl KindCounts {
         if let Some(i) = memo.lookup(word) {
             // Slots only grow, so a remembered one is still right; checked
             // all the same, in case these counts were replaced.
-            if self.kinds.get(i).is_some_and(|k| k.kind.as_bytes() == memo.entries[0].name.as_slice()) {
+            if self.kinds.get(i).is_some_and(|k| k.kind.as_bytes() == memo.found_name()) {
                 return self.bump(i, line, sample);
             }
         }
@@ -141,42 +141,68 @@ impl KindCounts {
 }
 
 /// First words of recent uninterpreted messages and the slot of their kind
-/// in [`KindCounts`], most recently used first.
+/// in [`KindCounts`], most recently used first. Entries are boxed and
+/// reused, so that a miss (words that hold ids, such as `resp.opId=0x…`,
+/// rarely repeat) allocates nothing once the memo is full.
 #[derive(Default)]
 pub(super) struct KindMemo {
-    entries: Vec<KindMemoEntry>,
+    entries: Vec<Box<KindMemoEntry>>,
 }
 
 struct KindMemoEntry {
-    word: Vec<u8>,
+    word_len: usize,
+    word: [u8; MEMO_WORD_MAX],
     slot: usize,
     /// The slot's kind when it was remembered.
-    name: Vec<u8>,
+    name_len: usize,
+    name: [u8; MEMO_NAME_MAX],
 }
 
 /// Words kept: a log's uninterpreted lines come in runs of a few kinds.
 const MEMO_WORDS: usize = 8;
 /// Longer first words are not kept.
 const MEMO_WORD_MAX: usize = 64;
+/// Room for any kind name: [`message_kind`]'s or `(other kinds)`.
+const MEMO_NAME_MAX: usize = KIND_MAX;
 
 impl KindMemo {
     #[inline]
     fn lookup(&mut self, word: &[u8]) -> Option<usize> {
-        let i = self.entries.iter().position(|e| crate::bytes::eq_words(&e.word, word))?;
+        let mut i = 0;
+        loop {
+            let e = self.entries.get(i)?;
+            if e.word_len == word.len() && crate::bytes::eq_words(&e.word[..e.word_len], word) {
+                break;
+            }
+            i += 1;
+        }
         if i > 0 {
-            self.entries[..=i].rotate_right(1);
+            self.entries.swap(0, i);
         }
         Some(self.entries[0].slot)
     }
 
+    /// The kind name remembered by the entry [`KindMemo::lookup`] just found.
+    #[inline]
+    fn found_name(&self) -> &[u8] {
+        &self.entries[0].name[..self.entries[0].name_len]
+    }
+
     fn insert(&mut self, word: &[u8], slot: usize, name: &[u8]) {
-        if word.len() > MEMO_WORD_MAX {
+        if word.len() > MEMO_WORD_MAX || name.len() > MEMO_NAME_MAX {
             return;
         }
-        if self.entries.len() == MEMO_WORDS {
-            self.entries.pop();
-        }
-        self.entries.insert(0, KindMemoEntry { word: word.to_vec(), slot, name: name.to_vec() });
+        let mut e = if self.entries.len() == MEMO_WORDS {
+            self.entries.pop().expect("full")
+        } else {
+            Box::new(KindMemoEntry { word_len: 0, word: [0; MEMO_WORD_MAX], slot: 0, name_len: 0, name: [0; MEMO_NAME_MAX] })
+        };
+        e.word_len = word.len();
+        e.word[..word.len()].copy_from_slice(word);
+        e.slot = slot;
+        e.name_len = name.len();
+        e.name[..name.len()].copy_from_slice(name);
+        self.entries.insert(0, e);
     }
 }
 

@@ -485,9 +485,12 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `ncclX(…)`: cheap shape check of an API call line.
-#[inline]
+#[inline(always)]
 pub(super) fn is_call_syntax(msg: &[u8], find_paren: &ByteFinder) -> bool {
-    msg.starts_with(b"nccl") && msg.last() == Some(&b')') && find_paren.find(msg).is_some()
+    // The `(` follows the API name, nearly always within the first 24 bytes.
+    msg.starts_with(b"nccl")
+        && msg.last() == Some(&b')')
+        && (ops::byte_in_24(msg, b'(').is_some() || find_paren.find(msg).is_some())
 }
 
 /// `gdr114:8427` or `stone:2984736:29847`: the start of a prefix whose rest
