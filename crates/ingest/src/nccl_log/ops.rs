@@ -6,6 +6,8 @@
 //! extra fields of other NCCL versions do not break it; `[nranks=N]` is the
 //! only bracketed token. A line cut by another writer parses in *partial* mode:
 //! it is accepted when everything up to and including `comm` is present.
+//! API call arguments are read where they stand, each in one pass; the tuning
+//! line's canonical form has a shortcut in `ops_fast`.
 
 use crate::bytes::{dec_i64, dec_u64, hex_u64, pointer};
 use commlens_core::{Algorithm, OpKind, Protocol};

@@ -1,5 +1,8 @@
 //! What reading one log found: line counts by kind, recovered and broken
 //! lines, and samples of what was not understood, for `--verbose`.
+//! Also the kind of an uninterpreted message ([`message_kind`]) and the
+//! memo of recent first words that spares the reader folding and hashing it
+//! again on every such line (`KindMemo`).
 
 use serde::Serialize;
 
