@@ -80,7 +80,25 @@ impl OpKind {
     ];
 
     /// Decodes the name NCCL prints in `<Op>: opCount …` lines and kernel names.
+    #[inline]
     pub fn from_name(name: &[u8]) -> Option<OpKind> {
+        // The readers ask on every operation line: by length first, then
+        // fixed-size compares, which inline (a slice match called `bcmp`).
+        fn is<const N: usize>(name: &[u8], lit: &[u8; N]) -> bool {
+            <&[u8; N]>::try_from(name).is_ok_and(|a| a == lit)
+        }
+        let kind = match name.len() {
+            4 if is(name, b"Send") => OpKind::Send,
+            4 if is(name, b"Recv") => OpKind::Recv,
+            9 if is(name, b"AllReduce") => OpKind::AllReduce,
+            9 if is(name, b"AllGather") => OpKind::AllGather,
+            _ => return Self::from_name_other(name),
+        };
+        Some(kind)
+    }
+
+    /// [`OpKind::from_name`] for the rarer names.
+    fn from_name_other(name: &[u8]) -> Option<OpKind> {
         Some(match name {
             b"AllReduce" => OpKind::AllReduce,
             b"AllGather" => OpKind::AllGather,
@@ -114,11 +132,13 @@ impl OpKind {
     }
 
     /// Point-to-point operations address one peer instead of a whole communicator.
+    #[inline]
     pub fn is_p2p(self) -> bool {
         matches!(self, OpKind::Send | OpKind::Recv | OpKind::SendRecv)
     }
 
     /// Whether `root` names a root rank (rooted collectives) rather than nothing.
+    #[inline]
     pub fn is_rooted(self) -> bool {
         matches!(self, OpKind::Broadcast | OpKind::Reduce | OpKind::Gather | OpKind::Scatter)
     }
@@ -155,6 +175,7 @@ impl DataType {
     /// (10, 11) since 2.24 (NCCL 2.24 introduced them: ROCm/rccl PR #1646
     /// ports "the FP8 feature from NCCL 2.24"; no log of ours shows one). With
     /// no version known, the newest enum is assumed.
+    #[inline]
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> DataType {
         let newer_than = |maj, min| version.is_none_or(|ver| ver >= NcclVersion::new(maj, min, 0));
         match v {
@@ -196,6 +217,7 @@ impl DataType {
     }
 
     /// Size of one element in bytes; `None` for unknown types.
+    #[inline]
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self {
             DataType::Int8 | DataType::Uint8 | DataType::Float8E4M3 | DataType::Float8E5M2 => 1,
@@ -249,6 +271,7 @@ pub enum RedOp {
 }
 
 impl RedOp {
+    #[inline]
     pub fn from_nccl(v: i64, version: Option<NcclVersion>) -> RedOp {
         let has_avg = version.is_none_or(|ver| ver >= NcclVersion::new(2, 10, 0));
         let num_builtin = if has_avg { 5 } else { 4 };

@@ -298,6 +298,7 @@ impl CollOp {
     /// An operation with its identity, kind and size; every optional field
     /// empty, `bytes = count × sizeof(dtype)` (0 for unknown types), line 0.
     /// Readers and tests fill in the rest with struct update syntax.
+    #[inline]
     pub fn new(proc: ProcIdx, dev: DevIdx, comm: CommIdx, kind: OpKind, count: u64, dtype: DataType) -> CollOp {
         CollOp {
             proc,

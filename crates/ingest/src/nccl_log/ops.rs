@@ -6,6 +6,8 @@
 //! extra fields of other NCCL versions do not break it; `[nranks=N]` is the
 //! only bracketed token. A line cut by another writer parses in *partial* mode:
 //! it is accepted when everything up to and including `comm` is present.
+//! API call arguments are read where they stand, each in one pass; the tuning
+//! line's canonical form has a shortcut in `ops_fast`.
 
 use crate::bytes::{dec_i64, dec_u64, hex_u64, pointer};
 use commlens_core::{Algorithm, OpKind, Protocol};
@@ -50,19 +52,25 @@ pub fn is_op_line(msg: &[u8]) -> Option<usize> {
 /// `w` has a colon, and the lowest byte that the zero-byte test flags is a
 /// true zero (a false flag needs a borrow from a lower zero byte).
 #[inline]
-fn colon_in_24(msg: &[u8]) -> Option<usize> {
+pub(super) fn colon_in_24(msg: &[u8]) -> Option<usize> {
+    byte_in_24(msg, b':')
+}
+
+/// The first `needle` among the first 24 bytes of `msg` (see [`colon_in_24`]).
+#[inline]
+pub(super) fn byte_in_24(msg: &[u8], needle: u8) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     let n = msg.len().min(24);
     let mut i = 0;
     while i + 8 <= n {
-        let x = u64::from_le_bytes(msg[i..i + 8].try_into().expect("8 bytes")) ^ (ONES * u64::from(b':'));
+        let x = u64::from_le_bytes(msg[i..i + 8].try_into().expect("8 bytes")) ^ (ONES * u64::from(needle));
         let zero = x.wrapping_sub(ONES) & !x & (ONES << 7);
         if zero != 0 {
             return Some(i + (zero.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
-    msg[i..n].iter().position(|&b| b == b':').map(|p| i + p)
+    msg[i..n].iter().position(|&b| b == needle).map(|p| i + p)
 }
 
 /// Parses an opCount line. With `partial`, missing fields after `comm` are
@@ -233,17 +241,25 @@ pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
     }
     let kind = OpKind::from_name(&name[4..])?;
     let mut a = CallArgReader { s: msg, p: open + 1 };
-    Some(CallArgs {
-        kind,
-        sendbuff: a.arg(CallArgReader::hex, b',')?,
-        recvbuff: a.arg(CallArgReader::hex, b',')?,
-        count: a.arg(CallArgReader::dec, b',')?,
-        datatype: a.arg(CallArgReader::signed, b',')?,
-        redop: a.arg(CallArgReader::signed, b',')?,
-        root: a.arg(CallArgReader::signed, b',')?,
-        comm: a.arg(CallArgReader::hex, b',')?,
-        stream: a.arg(CallArgReader::hex, b')')?,
-    })
+    // Each read called directly: passed as function values to one `arg`
+    // helper they were left calls of their own.
+    let sendbuff = a.hex()?;
+    a.sep(b',')?;
+    let recvbuff = a.hex()?;
+    a.sep(b',')?;
+    let count = a.dec()?;
+    a.sep(b',')?;
+    let datatype = a.signed()?;
+    a.sep(b',')?;
+    let redop = a.signed()?;
+    a.sep(b',')?;
+    let root = a.signed()?;
+    a.sep(b',')?;
+    let comm = a.hex()?;
+    a.sep(b',')?;
+    let stream = a.hex()?;
+    a.sep(b')')?;
+    Some(CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream })
 }
 
 /// Reads the arguments of an API call line in place.
@@ -253,23 +269,30 @@ struct CallArgReader<'a> {
 }
 
 impl CallArgReader<'_> {
-    /// One argument read by `read`, then its separator `end`.
-    #[inline]
-    fn arg<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>, end: u8) -> Option<T> {
-        let v = read(self)?;
+    /// The separator `end` after an argument.
+    #[inline(always)]
+    fn sep(&mut self, end: u8) -> Option<()> {
         if self.s.get(self.p) != Some(&end) {
             return None;
         }
         self.p += 1;
-        Some(v)
+        Some(())
     }
 
     /// As `hex_u64` (which also reads the `0` NCCL prints for NULL): an
     /// optional `0x`, then 1 to 16 hex digits.
-    #[inline]
+    #[inline(always)]
     fn hex(&mut self) -> Option<u64> {
         if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
             self.p += 2;
+        }
+        // Sixteen bytes at once where the line has them (pointers are 12
+        // digits). A 17th digit after a full run is no separator, so `arg`
+        // refuses it as the digit loop below would.
+        if let Some(w) = self.s.get(self.p..self.p + 16) {
+            let (k, v) = super::ops_fast::hex_run16(w);
+            self.p += k;
+            return (k > 0).then_some(v);
         }
         let start = self.p;
         let mut v: u64 = 0;
@@ -284,27 +307,38 @@ impl CallArgReader<'_> {
         (1..=16).contains(&(self.p - start)).then_some(v)
     }
 
-    /// As `dec_u64`.
-    #[inline]
+    /// As `dec_u64` of the run of digits here (1 to 20 digits, no
+    /// overflow), read in the pass that finds its end.
+    #[inline(always)]
     fn dec(&mut self) -> Option<u64> {
         let start = self.p;
-        while self.s.get(self.p).is_some_and(u8::is_ascii_digit) {
+        let mut v: u64 = 0;
+        let mut fits = true;
+        while let Some(&b) = self.s.get(self.p) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            match v.checked_mul(10).and_then(|v| v.checked_add(u64::from(d))) {
+                Some(n) => v = n,
+                None => fits = false,
+            }
             self.p += 1;
         }
-        dec_u64(&self.s[start..self.p])
+        (fits && (1..=20).contains(&(self.p - start))).then_some(v)
     }
 
-    /// As `dec_i64`.
-    #[inline]
+    /// As `dec_i64`: an optional sign, then [`CallArgReader::dec`].
+    #[inline(always)]
     fn signed(&mut self) -> Option<i64> {
-        let start = self.p;
-        if matches!(self.s.get(self.p), Some(b'-' | b'+')) {
-            self.p += 1;
-        }
-        while self.s.get(self.p).is_some_and(u8::is_ascii_digit) {
-            self.p += 1;
-        }
-        dec_i64(&self.s[start..self.p])
+        let neg = match self.s.get(self.p) {
+            Some(b'-') => true,
+            Some(b'+') => false,
+            _ => return i64::try_from(self.dec()?).ok(),
+        };
+        self.p += 1;
+        let v = i64::try_from(self.dec()?).ok()?;
+        Some(if neg { -v } else { v })
     }
 }
 
@@ -371,7 +405,7 @@ pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
 }
 
 /// Words, or the integers older NCCL printed (`NCCL_ALGO_*` order).
-fn decode_algo(t: &[u8]) -> Option<Algorithm> {
+pub(super) fn decode_algo(t: &[u8]) -> Option<Algorithm> {
     match dec_u64(t) {
         Some(0) => Some(Algorithm::Tree),
         Some(1) => Some(Algorithm::Ring),
@@ -385,7 +419,7 @@ fn decode_algo(t: &[u8]) -> Option<Algorithm> {
     }
 }
 
-fn decode_proto(t: &[u8]) -> Option<Protocol> {
+pub(super) fn decode_proto(t: &[u8]) -> Option<Protocol> {
     match dec_u64(t) {
         Some(0) => Some(Protocol::Ll),
         Some(1) => Some(Protocol::Ll128),
@@ -566,6 +600,37 @@ mod tests {
         assert!(!op2.fill_from_call(&recv), "recvbuff differs");
         assert!(parse_call_args(b"ncclGroupEnd()").is_none());
         assert!(parse_call_args(b"ncclSend(0,7f4d,512,2,0,0,0x55").is_none());
+        // Against splitting at the separators and the slice parsers, with
+        // arguments at and past every limit (digits, signs, sixteen hex digits).
+        let reference = |m: &[u8]| -> Option<CallArgs> {
+            let open = m.iter().position(|&b| b == b'(')?;
+            let close = open + m[open..].iter().position(|&b| b == b')')?;
+            let a: Vec<&[u8]> = m[open + 1..close].split(|&b| b == b',').collect();
+            if a.len() != 8 || !m[..open].iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
+                return None;
+            }
+            Some(CallArgs {
+                kind: OpKind::from_name(m[..open].strip_prefix(b"nccl")?)?,
+                sendbuff: hex_u64(a[0])?,
+                recvbuff: hex_u64(a[1])?,
+                count: dec_u64(a[2])?,
+                datatype: dec_i64(a[3])?,
+                redop: dec_i64(a[4])?,
+                root: dec_i64(a[5])?,
+                comm: hex_u64(a[6])?,
+                stream: hex_u64(a[7])?,
+            })
+        };
+        let hexes = ["0", "0x", "7f4d52c06000", "ffffffffffffffff", "1ffffffffffffffff", "0x0123456789abcdef", "0x0123456789abcdef0", "g1", ""];
+        let decs = ["0", "-1", "+7", "-", "18446744073709551615", "18446744073709551616", "00000000000000000001", "000000000000000000001", "9223372036854775808", "-9223372036854775808", "1a"];
+        for h in hexes {
+            for d in decs {
+                let m = format!("ncclAllReduce({h},{h},{d},{d},{d},{d},{h},{h})");
+                assert_eq!(parse_call_args(m.as_bytes()), reference(m.as_bytes()), "{m}");
+                let m = format!("ncclSend({h},7f,{d},2,0,{d},0x55,{h})");
+                assert_eq!(parse_call_args(m.as_bytes()), reference(m.as_bytes()), "{m}");
+            }
+        }
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! What reading one log found: line counts by kind, recovered and broken
 //! lines, and samples of what was not understood, for `--verbose`.
+//! Also the kind of an uninterpreted message ([`message_kind`]) and the
+//! memo of recent first words that spares the reader folding and hashing it
+//! again on every such line (`KindMemo`).
 
 use serde::Serialize;
 
@@ -25,8 +28,15 @@ pub struct KindCount {
 impl KindCounts {
     /// Counts one line of `kind`; `sample` is only called for the first few.
     pub fn add(&mut self, kind: &str, line: u64, sample: impl FnOnce() -> String) {
+        let i = self.slot(kind);
+        self.bump(i, line, sample);
+    }
+
+    /// Where a line of `kind` is counted (added when new; `(other kinds)`
+    /// once there are `MAX_KINDS`). The answer for a kind never changes.
+    fn slot(&mut self, kind: &str) -> usize {
         self.reindex();
-        let i = match self.index.get(kind) {
+        match self.index.get(kind) {
             Some(&i) => i,
             None => {
                 let key = if self.kinds.len() >= MAX_KINDS { "(other kinds)" } else { kind };
@@ -39,7 +49,12 @@ impl KindCounts {
                     }
                 }
             }
-        };
+        }
+    }
+
+    /// Counts one line in slot `i`; `sample` is only called for the first few.
+    #[inline]
+    fn bump(&mut self, i: usize, line: u64, sample: impl FnOnce() -> String) {
         let k = &mut self.kinds[i];
         k.count += 1;
         if k.samples.len() < SAMPLES_PER_KIND {
@@ -51,6 +66,24 @@ impl KindCounts {
             };
             k.samples.push((line, s));
         }
+    }
+
+    /// [`KindCounts::add`] of the kind [`message_kind`] gives `msg`, with
+    /// `memo` answering for first words seen recently: the kind depends on
+    /// the first word alone, and folding and hashing it was most of what an
+    /// uninterpreted line cost (some logs have tens of thousands of them).
+    pub(super) fn add_message(&mut self, msg: &[u8], memo: &mut KindMemo, line: u64, sample: impl FnOnce() -> String) {
+        let (word, _) = crate::bytes::next_token(msg);
+        if let Some(i) = memo.lookup(word) {
+            // Slots only grow, so a remembered one is still right; checked
+            // all the same, in case these counts were replaced.
+            if self.kinds.get(i).is_some_and(|k| k.kind.as_bytes() == memo.found_name()) {
+                return self.bump(i, line, sample);
+            }
+        }
+        let i = self.slot(message_kind_in(msg, &mut [0; KIND_MAX]));
+        memo.insert(word, i, self.kinds[i].kind.as_bytes());
+        self.bump(i, line, sample);
     }
 
     /// Adds the counts of a later part of the same file (its line numbers
@@ -107,6 +140,72 @@ impl KindCounts {
             Some(&i) => self.kinds[i].count,
             None => self.kinds.iter().find(|k| k.kind == kind).map_or(0, |k| k.count),
         }
+    }
+}
+
+/// First words of recent uninterpreted messages and the slot of their kind
+/// in [`KindCounts`], most recently used first. Entries are boxed and
+/// reused, so that a miss (words that hold ids, such as `resp.opId=0x…`,
+/// rarely repeat) allocates nothing once the memo is full.
+#[derive(Default)]
+pub(super) struct KindMemo {
+    entries: Vec<Box<KindMemoEntry>>,
+}
+
+struct KindMemoEntry {
+    word_len: usize,
+    word: [u8; MEMO_WORD_MAX],
+    slot: usize,
+    /// The slot's kind when it was remembered.
+    name_len: usize,
+    name: [u8; MEMO_NAME_MAX],
+}
+
+/// Words kept: a log's uninterpreted lines come in runs of a few kinds.
+const MEMO_WORDS: usize = 8;
+/// Longer first words are not kept.
+const MEMO_WORD_MAX: usize = 64;
+/// Room for any kind name: [`message_kind`]'s or `(other kinds)`.
+const MEMO_NAME_MAX: usize = KIND_MAX;
+
+impl KindMemo {
+    #[inline]
+    fn lookup(&mut self, word: &[u8]) -> Option<usize> {
+        let mut i = 0;
+        loop {
+            let e = self.entries.get(i)?;
+            if e.word_len == word.len() && crate::bytes::eq_words(&e.word[..e.word_len], word) {
+                break;
+            }
+            i += 1;
+        }
+        if i > 0 {
+            self.entries.swap(0, i);
+        }
+        Some(self.entries[0].slot)
+    }
+
+    /// The kind name remembered by the entry [`KindMemo::lookup`] just found.
+    #[inline]
+    fn found_name(&self) -> &[u8] {
+        &self.entries[0].name[..self.entries[0].name_len]
+    }
+
+    fn insert(&mut self, word: &[u8], slot: usize, name: &[u8]) {
+        if word.len() > MEMO_WORD_MAX || name.len() > MEMO_NAME_MAX {
+            return;
+        }
+        let mut e = if self.entries.len() == MEMO_WORDS {
+            self.entries.pop().expect("full")
+        } else {
+            Box::new(KindMemoEntry { word_len: 0, word: [0; MEMO_WORD_MAX], slot: 0, name_len: 0, name: [0; MEMO_NAME_MAX] })
+        };
+        e.word_len = word.len();
+        e.word[..word.len()].copy_from_slice(word);
+        e.slot = slot;
+        e.name_len = name.len();
+        e.name[..name.len()].copy_from_slice(name);
+        self.entries.insert(0, e);
     }
 }
 

@@ -101,6 +101,8 @@ pub struct LogParser {
     find_paren: ByteFinder,
     /// Line tails of recent opCount lines (the fast path's memo).
     pub(super) op_memo: super::ops_fast::OpMemo,
+    /// First words of recent uninterpreted messages (see `KindCounts::add_message`).
+    kind_memo: super::report::KindMemo,
     pub(super) fragment: Vec<u8>,
     joined: Vec<u8>,
     pub(super) hosts_with_topology: Vec<String>,
@@ -135,6 +137,7 @@ impl LogParser {
             recent_comms: [(None, CommIdx(0)); 2],
             find_paren: ByteFinder::new(b'('),
             op_memo: Default::default(),
+            kind_memo: Default::default(),
             fragment: Vec::new(),
             joined: Vec::new(),
             hosts_with_topology: Vec::new(),
@@ -340,7 +343,8 @@ impl LogParser {
             return;
         }
         if ops::looks_like_tuning_line(msg) {
-            match ops::parse_tuning_line(msg) {
+            let fast = if self.fast { super::ops_fast::parse_tuning_canonical(msg) } else { None };
+            match fast.or_else(|| ops::parse_tuning_line(msg)) {
                 Some(t) => self.tuning_line(proc, seg.tid, &t, sink),
                 None => self.report.malformed.add("tuning", line_no, || sample(msg, SAMPLE_CHARS)),
             }
@@ -379,8 +383,12 @@ impl LogParser {
             }
             return;
         }
-        let mut kind = [0; KIND_MAX];
-        self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));
+        if self.fast {
+            self.report.unknown.add_message(msg, &mut self.kind_memo, line_no, || sample(msg, SAMPLE_CHARS));
+        } else {
+            let mut kind = [0; KIND_MAX];
+            self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));
+        }
     }
 
     pub(super) fn collect_topology(&mut self, proc: ProcIdx, tid: u32) {
@@ -477,9 +485,12 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `ncclX(…)`: cheap shape check of an API call line.
-#[inline]
+#[inline(always)]
 pub(super) fn is_call_syntax(msg: &[u8], find_paren: &ByteFinder) -> bool {
-    msg.starts_with(b"nccl") && msg.last() == Some(&b')') && find_paren.find(msg).is_some()
+    // The `(` follows the API name, nearly always within the first 24 bytes.
+    msg.starts_with(b"nccl")
+        && msg.last() == Some(&b')')
+        && (ops::byte_in_24(msg, b'(').is_some() || find_paren.find(msg).is_some())
 }
 
 /// `gdr114:8427` or `stone:2984736:29847`: the start of a prefix whose rest

@@ -68,11 +68,25 @@ impl LogParser {
     /// The communicator of handle `ptr` in `proc`, added when new. The two
     /// last answers are remembered (a thread's operations alternate between
     /// few handles, and a handle's index never changes).
+    #[inline]
     pub(super) fn comm(&mut self, proc: ProcIdx, ptr: u64) -> CommIdx {
-        let key = (proc.0, ptr);
-        if let Some(&(_, c)) = self.recent_comms.iter().find(|(k, _)| *k == Some(key)) {
+        // Inlined (every operation asks): the two remembered answers first.
+        let key = Some((proc.0, ptr));
+        if self.recent_comms[0].0 == key {
+            return self.recent_comms[0].1;
+        }
+        if self.recent_comms[1].0 == key {
+            let c = self.recent_comms[1].1;
+            self.recent_comms.swap(0, 1);
             return c;
         }
+        self.comm_lookup(proc, ptr)
+    }
+
+    /// [`LogParser::comm`] when the handle is not one of the last two.
+    #[inline(never)]
+    fn comm_lookup(&mut self, proc: ProcIdx, ptr: u64) -> CommIdx {
+        let key = (proc.0, ptr);
         let c = match self.procs[proc.ix()].comms.get(&ptr) {
             Some(&c) => c,
             None => {
