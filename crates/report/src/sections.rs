@@ -36,7 +36,7 @@ fn kinds_present(agg: &Aggregate) -> Vec<OpKind> {
 pub fn summary(t: &OpTable, agg: &Aggregate) -> Vec<Figure> {
     let total = agg.total();
     let ranks = t.per_rank.iter().filter(|o| !o.is_empty()).count();
-    let timed = t.ops().filter(|o| o.gpu.is_some()).count();
+    let timed: usize = t.per_rank.iter().map(|r| r.count_gpu()).sum();
     vec![
         Figure::new("ranks", ranks.to_string()),
         Figure { detail: Some(format!("{} with GPU timing", timed)), ..Figure::new("operations", total.ops.to_string()) },
@@ -226,7 +226,7 @@ pub fn iterations_of(t: &OpTable, rep: &iteration::IterationReport) -> Option<It
 /// Straggler analysis on clock-synchronised spans (CPU timestamps when there
 /// are no spans, flagged in the notes).
 pub fn straggler_report(t: &OpTable) -> StragglerReport {
-    let cfg = if t.ops().any(|o| o.gpu.is_some()) {
+    let cfg = if t.per_rank.iter().any(|r| r.any_gpu()) {
         StragglerConfig::with_clock(&clock::synchronize(t, &ClockOptions::default()), t.devices.len())
     } else {
         StragglerConfig::default()

@@ -219,6 +219,22 @@ impl RankOps {
         n
     }
 
+    /// Number of operations with a GPU span, without materialising the
+    /// others: only rows with an extra can have one, and a rank none of
+    /// whose extras holds a span has none at all (the common case of logs).
+    pub fn count_gpu(&self) -> usize {
+        if !self.extras.iter().any(|e| e.gpu.is_some() || e.full.as_ref().is_some_and(|f| f.gpu.is_some())) {
+            return 0;
+        }
+        self.iter().filter(|o| o.gpu.is_some()).count()
+    }
+
+    /// Whether any operation has a GPU span ([`RankOps::count_gpu`] > 0).
+    pub fn any_gpu(&self) -> bool {
+        self.extras.iter().any(|e| e.gpu.is_some() || e.full.as_ref().is_some_and(|f| f.gpu.is_some()))
+            && self.iter().any(|o| o.gpu.is_some())
+    }
+
     /// Number of operations stored whole (that the row could not express).
     pub fn n_full(&self) -> usize {
         self.rows.iter().filter(|r| row::kind_code(r.bits) == row::KIND_FULL).count()

@@ -91,3 +91,22 @@ fn shared_buffers_keep_rows_near_48_bytes() {
     let per_op = r.heap_bytes() as f64 / r.len() as f64;
     assert!(per_op < 50.0, "{per_op}");
 }
+
+#[test]
+fn gpu_counts_match_a_scan_of_every_operation() {
+    let scan = |r: &RankOps| (r.iter().filter(|o| o.gpu.is_some()).count(), r.iter().any(|o| o.gpu.is_some()));
+    let mut r: RankOps = (0..10).map(op).collect();
+    assert_eq!((r.count_gpu(), r.any_gpu()), (0, false));
+    r.update(3, |o| o.gpu = Some(GpuSpan { start_ns: 1, end_ns: 2 }));
+    assert_eq!((r.count_gpu(), r.any_gpu()), scan(&r));
+    assert_eq!(r.count_gpu(), 1);
+    // The span's extra stays behind when the operation loses it.
+    r.update(3, |o| o.gpu = None);
+    assert_eq!((r.count_gpu(), r.any_gpu()), (0, false));
+    // Operations stored whole, with and without spans.
+    let mut w: RankOps = (0..5).map(op).chain(awkward()).collect();
+    assert_eq!((w.count_gpu(), w.any_gpu()), scan(&w));
+    w.push(CollOp { proc: ProcIdx(9), gpu: Some(GpuSpan { start_ns: 3, end_ns: 4 }), ..op(7) });
+    assert_eq!((w.count_gpu(), w.any_gpu()), scan(&w));
+    assert!(w.any_gpu());
+}
