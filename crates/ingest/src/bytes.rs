@@ -2,7 +2,13 @@
 //! parsing without allocation, token splitting, whitespace trimming, and a
 //! one-byte search bound once to its fastest implementation.
 //!
-//! All functions take `&[u8]` and never panic on arbitrary input.
+//! All functions take `&[u8]` and never panic on arbitrary input. The SSE2
+//! scans (equality of 16 bytes or more, the positions of a byte) are in
+//! `bytes_simd`, with their scalar references.
+
+#[path = "bytes_simd.rs"]
+mod simd;
+pub use simd::Positions;
 
 /// Parses an unsigned decimal integer that spans all of `s`.
 #[inline]
@@ -49,7 +55,7 @@ pub fn hex_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// `a == b`, a word at a time: for the few dozen bytes of a line prefix or
+/// `a == b`, a word at a time (16 bytes at a time from 16 on): for the few dozen bytes of a line prefix or
 /// tail the parser compares, a call into `memcmp` costs more than this.
 #[inline]
 pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
@@ -59,6 +65,9 @@ pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
     }
     if n < 8 {
         return a == b;
+    }
+    if n >= 16 {
+        return simd::eq_16plus(a, b);
     }
     let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
     let mut i = 0;
@@ -181,8 +190,16 @@ fn has_nccl_sse2(text: &[u8]) -> bool {
         let v = _mm_loadu_si128(text.as_ptr().add(at) as *const __m128i);
         _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'N' as i8))) as u32
     };
+    // 32 bytes a round (one test for both halves: most messages hold no `N`).
     let mut at = 0;
-    while at + 16 <= n {
+    while at + 32 <= n {
+        let (lo, hi) = (ns(at), ns(at + 16));
+        if (lo | hi) != 0 && hit(at, lo | hi << 16) {
+            return true;
+        }
+        at += 32;
+    }
+    if at + 16 <= n {
         if hit(at, ns(at)) {
             return true;
         }
