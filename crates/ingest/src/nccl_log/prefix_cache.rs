@@ -26,15 +26,17 @@ const ENTRIES: usize = 8;
 /// Longer prefixes are not kept (a function name this long is unusual).
 const MAX_PREFIX: usize = 192;
 /// Shorter ones cannot be a prefix (`a:1:1 NCCL CALL ` is 16 bytes), which
-/// lets the first 8 bytes be compared as one word.
+/// lets the first 8 bytes, and the 16 at an entry's `key_at`, be read as words.
 const MIN_PREFIX: usize = 16;
 
 struct Entry {
-    /// The first 8 bytes, and the 8 bytes that end with the tid and its space
-    /// at `key_at`: quick filters before the full comparison (threads of one
-    /// process share the first bytes, and differ in the tid).
+    /// The first 8 bytes, and the 16 bytes at `key_at` (around the end of
+    /// the tid: the tid's last digits and its space, then the `[dev]` or the
+    /// start of `NCCL`): quick filters before the full comparison. Threads of
+    /// one process share the first bytes and differ in the tid; one thread
+    /// prints for several devices (a process driving many GPUs).
     head: u64,
-    key: u64,
+    key: [u64; 2],
     key_at: usize,
     bytes: Vec<u8>,
     host_end: usize,
@@ -70,7 +72,7 @@ impl PrefixCache {
         let i = self.entries.iter().position(|e| {
             e.head == head
                 && e.bytes.len() <= line.len()
-                && e.key == word(line, e.key_at)
+                && e.key == [word(line, e.key_at), word(line, e.key_at + 8)]
                 && crate::bytes::eq_words(&line[..e.bytes.len()], &e.bytes)
         })?;
         // Keep the threads that are writing now at the front (two threads
@@ -115,14 +117,14 @@ impl PrefixCache {
         }
         // The tid ends at the first space after the host.
         let tid_end = memchr::memchr(b' ', &line[seg.host.end..n]).map_or(n, |i| seg.host.end + i + 1);
-        let key_at = tid_end.saturating_sub(8);
+        let key_at = tid_end.saturating_sub(8).min(n - 16);
         // Once full, the least recently used entry is taken over (with its
         // buffer: no allocation per miss).
         let mut e = match self.entries.len() {
             ENTRIES => self.entries.pop().expect("full"),
             _ => Box::new(Entry {
                 head: 0,
-                key: 0,
+                key: [0; 2],
                 key_at: 0,
                 bytes: Vec::new(),
                 host_end: 0,
@@ -134,7 +136,7 @@ impl PrefixCache {
         };
         e.bytes.clear();
         e.bytes.extend_from_slice(&line[..n]);
-        (e.head, e.key, e.key_at) = (word(line, 0), word(line, key_at), key_at);
+        (e.head, e.key, e.key_at) = (word(line, 0), [word(line, key_at), word(line, key_at + 8)], key_at);
         (e.host_end, e.pid, e.tid, e.dev, e.level) = (seg.host.end, seg.pid, seg.tid, seg.dev, seg.level);
         self.entries.insert(0, e);
     }
