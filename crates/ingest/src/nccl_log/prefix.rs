@@ -211,39 +211,61 @@ struct Candidate {
 
 /// Finds all prefixes in `line`, appending segments to `out` (cleared first).
 /// Returns the end of the text before the first segment (`line[..head_end]`).
+#[inline]
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
+    // The common case, kept lean (the rest is out of line): a prefix seen on
+    // a recent line, recognised by its bytes alone, and no `NCCL ` in the
+    // message (see `split_line_rest` for why that settles the line).
+    if hosts.fast {
+        if let Some(msg) = hosts.recent.lookup(line, out) {
+            if !has_nccl(&line[msg..], &hosts.find_n) {
+                return 0;
+            }
+            return second_prefixes(line, msg, hosts, out);
+        }
+    }
+    split_line_rest(line, hosts, out)
+}
+
+/// [`split_line`] when the prefix memo does not know the line's start.
+#[inline(never)]
+fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     if !hosts.fast {
         return split_line_scan(line, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no second prefix in its message, so
-    // the colon scan below would find the same single segment. A prefix seen
-    // on a recent line is recognised by its bytes alone.
-    let msg = match hosts.recent.lookup(line, out) {
-        Some(msg) => msg,
-        None => match single_prefix_at_start(line, hosts) {
-            Some(seg) => {
-                hosts.recent.insert(line, &seg);
-                let msg = seg.msg.start;
-                out.push(seg);
-                msg
-            }
-            None => return split_line_scan(line, hosts, out),
-        },
+    // the colon scan below would find the same single segment. A prefix
+    // read here is remembered ([`PrefixCache`]).
+    let msg = match single_prefix_at_start(line, hosts) {
+        Some(seg) => {
+            hosts.recent.insert(line, &seg);
+            let msg = seg.msg.start;
+            out.push(seg);
+            msg
+        }
+        None => return split_line_scan(line, hosts, out),
     };
     // A second segment needs `NCCL ` in the message, after its own
     // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
     // candidates in the message at most, none of which becomes a segment or
     // changes the first one (its `NCCL LEVEL` lies before the message).
     if has_nccl(&line[msg..], &hosts.find_n) {
-        // The scan of the whole line would find this prefix's candidate
-        // first (no colon before its host, none after its tid but in the
-        // message, as checked when it was first read), give it this same
-        // segment (its host is known, so no debris) and go on with the
-        // message's colons: do just that part.
-        scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
+        return second_prefixes(line, msg, hosts, out);
     }
+    0
+}
+
+/// The rest of a line whose first segment (from byte 0, message from `msg`)
+/// is in `out` and whose message holds `NCCL `. The scan of the whole line
+/// would find this prefix's candidate first (no colon before its host, none
+/// after its tid but in the message, as checked when it was first read), give
+/// it this same segment (its host is known, so no debris) and go on with the
+/// message's colons: do just that part.
+#[inline(never)]
+fn second_prefixes(line: &[u8], msg: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
     0
 }
 
