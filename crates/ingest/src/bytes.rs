@@ -8,7 +8,7 @@
 
 #[path = "bytes_simd.rs"]
 mod simd;
-pub use simd::Positions;
+pub use simd::{mask32, Positions};
 
 /// Parses an unsigned decimal integer that spans all of `s`.
 #[inline]

@@ -56,6 +56,14 @@ fn mask16(s: &[u8], at: usize, needle: u8) -> u32 {
     }
 }
 
+/// Bit k set when `s[at + k] == needle`, for the 32 bytes from `at`
+/// (`at + 32 <= s.len()`): two 16-byte compares, no loop.
+#[inline(always)]
+pub fn mask32(s: &[u8], at: usize, needle: u8) -> u32 {
+    assert!(at + 32 <= s.len());
+    mask16(s, at, needle) | mask16(s, at + 16, needle) << 16
+}
+
 /// Bit k set when `s[k] == needle`, for the first (at most 32) bytes of `s`.
 #[inline(always)]
 fn mask_scalar(s: &[u8], needle: u8) -> u32 {
@@ -133,6 +141,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Against a plain scan: the needle alone and in pairs at every
+    /// position of 32 bytes, at every offset in a longer slice.
+    #[test]
+    fn mask32_matches_a_plain_scan() {
+        let plain = |s: &[u8], at: usize| mask_scalar(&s[at..at + 32], b' ');
+        for at in 0..8 {
+            for i in 0..32 {
+                for j in i..32 {
+                    let mut s = vec![b'a'; 48];
+                    s[at + i] = b' ';
+                    s[at + j] = b' ';
+                    assert_eq!(mask32(&s, at, b' '), plain(&s, at), "{at} {i} {j}");
+                }
+            }
+        }
+        assert_eq!(mask32(&[b' '; 32], 0, b' '), u32::MAX);
+        assert_eq!(mask32(&[b'a'; 32], 0, b' '), 0);
     }
 
     /// Against a plain scan: every length up to 70, every start, the needle

@@ -93,8 +93,12 @@ fn word(b: &[u8], at: usize) -> u64 {
 /// bytes or the key would not fit in the line.
 #[inline(always)]
 fn key_at(line: &[u8]) -> Option<usize> {
-    let head = &line[..line.len().min(KEY_WITHIN)];
-    let sp = crate::bytes::Positions::new(head, 0, b' ').next()?;
+    // The space is nearly always within 32 bytes: one unrolled compare.
+    let m = if line.len() >= 32 { crate::bytes::mask32(line, 0, b' ') } else { 0 };
+    let sp = match m {
+        0 => crate::bytes::Positions::new(&line[..line.len().min(KEY_WITHIN)], 0, b' ').next()?,
+        m => m.trailing_zeros() as usize,
+    };
     let at = (sp + 1).saturating_sub(8);
     (at + 16 <= line.len()).then_some(at)
 }
