@@ -2,7 +2,13 @@
 //! parsing without allocation, token splitting, whitespace trimming, and a
 //! one-byte search bound once to its fastest implementation.
 //!
-//! All functions take `&[u8]` and never panic on arbitrary input.
+//! All functions take `&[u8]` and never panic on arbitrary input. The SSE2
+//! scans (equality of 16 bytes or more, the positions of a byte) are in
+//! `bytes_simd`, with their scalar references.
+
+#[path = "bytes_simd.rs"]
+mod simd;
+pub use simd::{mask32, Positions};
 
 /// Parses an unsigned decimal integer that spans all of `s`.
 #[inline]
@@ -49,7 +55,7 @@ pub fn hex_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// `a == b`, a word at a time: for the few dozen bytes of a line prefix or
+/// `a == b`, a word at a time (16 bytes at a time from 16 on): for the few dozen bytes of a line prefix or
 /// tail the parser compares, a call into `memcmp` costs more than this.
 #[inline]
 pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
@@ -59,6 +65,9 @@ pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
     }
     if n < 8 {
         return a == b;
+    }
+    if n >= 16 {
+        return simd::eq_16plus(a, b);
     }
     let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
     let mut i = 0;
@@ -181,8 +190,31 @@ fn has_nccl_sse2(text: &[u8]) -> bool {
         let v = _mm_loadu_si128(text.as_ptr().add(at) as *const __m128i);
         _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'N' as i8))) as u32
     };
+    // Whether the 64 bytes from `at` hold an `N` (one test for four
+    // compares: most messages hold none).
+    // SAFETY: SSE2 is part of x86-64; the loads read text[at..at + 64], at + 64 <= n.
+    let any64 = |at: usize| unsafe {
+        let p = text.as_ptr().add(at) as *const __m128i;
+        let nn = _mm_set1_epi8(b'N' as i8);
+        let eq = |k: usize| _mm_cmpeq_epi8(_mm_loadu_si128(p.add(k)), nn);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(eq(0), eq(1)), _mm_or_si128(eq(2), eq(3)))) != 0
+    };
     let mut at = 0;
-    while at + 16 <= n {
+    while at + 64 <= n {
+        if any64(at) && (hit(at, ns(at) | ns(at + 16) << 16) || hit(at + 32, ns(at + 32) | ns(at + 48) << 16)) {
+            return true;
+        }
+        at += 64;
+    }
+    // Then 32 bytes, 16, and the rest.
+    if at + 32 <= n {
+        let (lo, hi) = (ns(at), ns(at + 16));
+        if (lo | hi) != 0 && hit(at, lo | hi << 16) {
+            return true;
+        }
+        at += 32;
+    }
+    if at + 16 <= n {
         if hit(at, ns(at)) {
             return true;
         }
@@ -355,13 +387,14 @@ pub fn cap_excerpts(msg: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     use super::*;
 
-    /// The 16-byte scan for `NCCL ` against a plain search: `NCCL `, a cut
-    /// `NCCL` and a lone `N` at every position of messages of up to 70 bytes.
+    /// The SSE2 scan for `NCCL ` against a plain search: `NCCL `, a cut
+    /// `NCCL` and a lone `N` at every position of messages of up to 140 bytes
+    /// (every path: 64-byte rounds, then 32, 16 and the overlapping tail).
     #[test]
     fn has_nccl_finds_what_a_plain_search_finds() {
         let finder = ByteFinder::new(b'N');
         let plain = |t: &[u8]| t.windows(5).any(|w| w == b"NCCL ");
-        for n in 0..=70 {
+        for n in 0..=140 {
             for needle in [&b"NCCL "[..], b"NCCL", b"N", b"NCCLx"] {
                 for at in 0..n {
                     let mut t = vec![b'a'; n];

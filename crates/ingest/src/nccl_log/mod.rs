@@ -198,9 +198,13 @@ pub fn read_path(
     opts: &ReadOptions,
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(OpTable, ReadReport), IngestError> {
-    let mut lines = FileLines::open(path, opts.max_line, opts.mmap)
+    let lines = FileLines::open(path, opts.max_line, opts.mmap)
         .map_err(|e| IngestError::Io { path: path.to_path_buf(), source: e })?;
-    read_lines(path, &mut lines, opts, sink)
+    // One loop per source, so that no line pays for the choice of source.
+    match lines {
+        FileLines::Mapped(mut m) => read_lines(path, &mut m, opts, sink),
+        FileLines::Read(mut r) => read_lines(path, &mut r, opts, sink),
+    }
 }
 
 

@@ -9,7 +9,7 @@
 //! by another prefix is marked `cut` (its tail is missing).
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, has_nccl, is_host_byte, ByteFinder};
+use crate::bytes::{dec_u64, float, has_nccl, is_host_byte, ByteFinder, Positions};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -52,8 +52,6 @@ pub struct KnownHosts {
     fast: bool,
     /// Finds the `N` of `NCCL` for [`split_line`]'s second-prefix check.
     find_n: ByteFinder,
-    /// Finds the colons of `host:pid:tid ` candidates.
-    find_colon: ByteFinder,
     /// On a chunk parse (see [`super::chunk_join`]), what its answers
     /// assumed of the hosts known before it; `None` elsewhere.
     pub(super) spec: Option<Box<HostSpec>>,
@@ -88,7 +86,6 @@ impl Default for KnownHosts {
             recent: PrefixCache::default(),
             fast: true,
             find_n: ByteFinder::new(b'N'),
-            find_colon: ByteFinder::new(b':'),
             spec: None,
         }
     }
@@ -214,39 +211,61 @@ struct Candidate {
 
 /// Finds all prefixes in `line`, appending segments to `out` (cleared first).
 /// Returns the end of the text before the first segment (`line[..head_end]`).
+#[inline]
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
+    // The common case, kept lean (the rest is out of line): a prefix seen on
+    // a recent line, recognised by its bytes alone, and no `NCCL ` in the
+    // message (see `split_line_rest` for why that settles the line).
+    if hosts.fast {
+        if let Some(msg) = hosts.recent.lookup(line, out) {
+            if !has_nccl(&line[msg..], &hosts.find_n) {
+                return 0;
+            }
+            return second_prefixes(line, msg, hosts, out);
+        }
+    }
+    split_line_rest(line, hosts, out)
+}
+
+/// [`split_line`] when the prefix memo does not know the line's start.
+#[inline(never)]
+fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     if !hosts.fast {
         return split_line_scan(line, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no second prefix in its message, so
-    // the colon scan below would find the same single segment. A prefix seen
-    // on a recent line is recognised by its bytes alone.
-    let msg = match hosts.recent.lookup(line, out) {
-        Some(msg) => msg,
-        None => match single_prefix_at_start(line, hosts) {
-            Some(seg) => {
-                hosts.recent.insert(line, &seg);
-                let msg = seg.msg.start;
-                out.push(seg);
-                msg
-            }
-            None => return split_line_scan(line, hosts, out),
-        },
+    // the colon scan below would find the same single segment. A prefix
+    // read here is remembered ([`PrefixCache`]).
+    let msg = match single_prefix_at_start(line, hosts) {
+        Some(seg) => {
+            hosts.recent.insert(line, &seg);
+            let msg = seg.msg.start;
+            out.push(seg);
+            msg
+        }
+        None => return split_line_scan(line, hosts, out),
     };
     // A second segment needs `NCCL ` in the message, after its own
     // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
     // candidates in the message at most, none of which becomes a segment or
     // changes the first one (its `NCCL LEVEL` lies before the message).
     if has_nccl(&line[msg..], &hosts.find_n) {
-        // The scan of the whole line would find this prefix's candidate
-        // first (no colon before its host, none after its tid but in the
-        // message, as checked when it was first read), give it this same
-        // segment (its host is known, so no debris) and go on with the
-        // message's colons: do just that part.
-        scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
+        return second_prefixes(line, msg, hosts, out);
     }
+    0
+}
+
+/// The rest of a line whose first segment (from byte 0, message from `msg`)
+/// is in `out` and whose message holds `NCCL `. The scan of the whole line
+/// would find this prefix's candidate first (no colon before its host, none
+/// after its tid but in the message, as checked when it was first read), give
+/// it this same segment (its host is known, so no debris) and go on with the
+/// message's colons: do just that part.
+#[inline(never)]
+fn second_prefixes(line: &[u8], msg: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
     0
 }
 
@@ -265,13 +284,10 @@ const MAX_CANDIDATES: usize = 32;
 fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     let mut cands: [Option<Candidate>; MAX_CANDIDATES] = [None; MAX_CANDIDATES];
     let mut n = 0;
-    let mut at = from;
-    while let Some(i) = hosts.find_colon.find(&line[at..]) {
+    for colon in Positions::new(line, from, b':') {
         if n == max {
             break;
         }
-        let colon = at + i;
-        at = colon + 1;
         if let Some(c) = candidate_at(line, colon) {
             // A candidate inside the previous one's digits cannot happen (hosts have no ':').
             cands[n] = Some(c);
@@ -396,12 +412,23 @@ fn prefix_forward(line: &[u8], start: usize) -> Option<Candidate> {
 /// Whether `text` holds a `host:pid:tid ` prefix that was cut before its
 /// `NCCL LEVEL` (the start of a line another writer overwrote).
 pub fn has_cut_prefix(text: &[u8]) -> bool {
-    memchr::memchr_iter(b':', text).any(|i| candidate_at(text, i).is_some())
+    Positions::new(text, 0, b':').any(|i| candidate_at(text, i).is_some())
 }
 
 /// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
-#[inline]
+/// Most colons of a message are not followed by a digit: that test is
+/// inlined, the rest is not.
+#[inline(always)]
 fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
+    if !line.get(colon + 1).is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    candidate_after_digit(line, colon)
+}
+
+/// [`candidate_at`] past its first test.
+#[inline(never)]
+fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
     let (pid_end, pid) = digits_u32(line, colon + 1);
     if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
         return None;
@@ -500,8 +527,11 @@ fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i
     if !h.first()?.is_ascii_digit() {
         return None;
     }
-    let dot = h.iter().take(32).position(|&b| b == b'.')?;
-    if dot < 10 || !h[..dot].iter().all(u8::is_ascii_digit) {
+    // The first `.` within 32 bytes, with only digits before it, is where
+    // the run of leading digits ends (read that way, a host that merely
+    // starts with a digit is rejected at its first non-digit).
+    let dot = h.iter().take(32).take_while(|b| b.is_ascii_digit()).count();
+    if dot < 10 || h.get(dot) != Some(&b'.') {
         return None;
     }
     let secs_at = dot - 10;

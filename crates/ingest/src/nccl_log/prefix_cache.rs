@@ -1,5 +1,6 @@
-//! Memo of the line prefixes seen last, so that most lines are split with one
-//! byte comparison instead of a parse.
+//! Memo of recent line prefixes, so that most lines are split with one
+//! byte comparison instead of a parse: a small two-way set-associative table
+//! keyed by the prefix's first bytes and the bytes around the tid's end.
 //!
 //! A thread prints the same `host:pid:tid [dev] [func, line ]NCCL LEVEL `
 //! prefix on line after line, and a log interleaves only a handful of threads
@@ -17,25 +18,38 @@
 //! * a line starting at byte 0 with a host has no timestamp before it.
 //!
 //! The caller still checks the message for a second prefix, as for any line.
+//!
+//! Which prefixes are kept only decides how often a line is parsed, never
+//! its segment: a lookup answers only for identical prefix bytes.
 
 use super::prefix::{Level, Segment};
 
-/// How many prefixes are kept: enough for the threads a log interleaves at
-/// once, few enough that a miss (which then parses) costs little.
-const ENTRIES: usize = 8;
+/// Sets of the memo, a power of two, of [`WAYS`] entries each. A prefix
+/// goes to the set its hash names (see [`set_of`]), so a lookup compares at
+/// most two entries, whatever the order in which threads write; the two
+/// ways keep a pair of prefixes that share a set (a direct-mapped memo
+/// evicted them in turn on every line: with a dozen live prefixes, some
+/// pair shares a slot).
+const SETS: usize = 64;
+const WAYS: usize = 2;
 /// Longer prefixes are not kept (a function name this long is unusual).
 const MAX_PREFIX: usize = 192;
 /// Shorter ones cannot be a prefix (`a:1:1 NCCL CALL ` is 16 bytes), which
-/// lets the first 8 bytes be compared as one word.
+/// lets the first 8 bytes, and the 16 at `key_at`, be read as words.
 const MIN_PREFIX: usize = 16;
+/// The tid's space must lie within this many bytes for a prefix to be kept
+/// (and for a line to be looked up): hosts are short.
+const KEY_WITHIN: usize = 64;
 
 struct Entry {
-    /// The first 8 bytes, and the 8 bytes that end with the tid and its space
-    /// at `key_at`: quick filters before the full comparison (threads of one
-    /// process share the first bytes, and differ in the tid).
+    /// The first 8 bytes, and the 16 bytes at `key_at` (around the end of
+    /// the tid: the tid's last digits and its space, then the `[dev]` or the
+    /// start of `NCCL`): quick filters before the full comparison. Threads of
+    /// one process share the first bytes and differ in the tid; one thread
+    /// prints for several devices (a process driving many GPUs).
     head: u64,
-    key: u64,
-    key_at: usize,
+    key: [u64; 2],
+    /// The prefix; empty in a slot never filled.
     bytes: Vec<u8>,
     host_end: usize,
     pid: u32,
@@ -44,50 +58,83 @@ struct Entry {
     level: Level,
 }
 
-#[derive(Default)]
 pub struct PrefixCache {
-    /// Most recently used first.
-    // Boxed so that reordering and inserting move pointers, not entries:
-    // measured cheaper than a vector of entries or of indices into one.
-    #[allow(clippy::vec_box)]
-    entries: Vec<Box<Entry>>,
+    /// Set `i` is `slots[WAYS * i..WAYS * (i + 1)]`.
+    slots: Box<[Entry]>,
+    /// Per set, the way that answered or was filled last (the other one is
+    /// replaced).
+    last: Box<[u8]>,
 }
 
-#[inline]
+impl Default for PrefixCache {
+    fn default() -> Self {
+        let vacant = || Entry {
+            head: 0,
+            key: [0; 2],
+            bytes: Vec::new(),
+            host_end: 0,
+            pid: 0,
+            tid: 0,
+            dev: None,
+            level: Level::Info,
+        };
+        PrefixCache { slots: (0..SETS * WAYS).map(|_| vacant()).collect(), last: vec![0; SETS].into() }
+    }
+}
+
+#[inline(always)]
 fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// Where the key words of a line that starts with a prefix lie: 8 bytes
+/// before the end of its tid (the first space: hosts and numbers hold
+/// none), clamped at 0. `None` when no space lies within [`KEY_WITHIN`]
+/// bytes or the key would not fit in the line.
+#[inline(always)]
+fn key_at(line: &[u8]) -> Option<usize> {
+    // The space is nearly always within 32 bytes: one unrolled compare.
+    let m = if line.len() >= 32 { crate::bytes::mask32(line, 0, b' ') } else { 0 };
+    let sp = match m {
+        0 => crate::bytes::Positions::new(&line[..line.len().min(KEY_WITHIN)], 0, b' ').next()?,
+        m => m.trailing_zeros() as usize,
+    };
+    let at = (sp + 1).saturating_sub(8);
+    (at + 16 <= line.len()).then_some(at)
+}
+
+/// The set of a prefix with these first 8 bytes and key words.
+#[inline(always)]
+fn set_of(head: u64, key: [u64; 2]) -> usize {
+    let h = (head ^ key[0].rotate_left(21) ^ key[1].rotate_left(42)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> (64 - SETS.trailing_zeros())) as usize
+}
+
 impl PrefixCache {
-    /// The slot of the remembered prefix `line` starts with, moved towards
-    /// the front.
-    #[inline]
-    fn find(&mut self, line: &[u8]) -> Option<usize> {
+    /// When `line` starts with a remembered prefix, appends its segment to
+    /// `out` and returns where the message starts.
+    #[inline(always)]
+    pub fn lookup(&mut self, line: &[u8], out: &mut Vec<Segment>) -> Option<usize> {
         if line.len() < MIN_PREFIX {
             return None;
         }
-        let head = word(line, 0);
-        let i = self.entries.iter().position(|e| {
+        let at = key_at(line)?;
+        let (head, key) = (word(line, 0), [word(line, at), word(line, at + 8)]);
+        let set = set_of(head, key);
+        let way = (0..WAYS).find(|&w| {
+            let e = &self.slots[WAYS * set + w];
+            let n = e.bytes.len();
+            // A filled entry's prefix is at least MIN_PREFIX bytes, and its
+            // key lies at `at` when the line starts with it (same first space).
             e.head == head
-                && e.bytes.len() <= line.len()
-                && e.key == word(line, e.key_at)
-                && crate::bytes::eq_words(&line[..e.bytes.len()], &e.bytes)
+                && e.key == key
+                && n >= MIN_PREFIX
+                && n <= line.len()
+                && crate::bytes::eq_words(&line[..n], &e.bytes)
         })?;
-        // Keep the threads that are writing now at the front (two threads
-        // taking turns stay where they are).
-        if i > 1 {
-            self.entries.swap(1, i);
-            return Some(1);
-        }
-        Some(i)
-    }
-
-    /// When `line` starts with a remembered prefix, appends its segment to
-    /// `out` and returns where the message starts.
-    #[inline]
-    pub fn lookup(&mut self, line: &[u8], out: &mut Vec<Segment>) -> Option<usize> {
-        let i = self.find(line)?;
-        let e = &self.entries[i];
+        self.last[set] = way as u8;
+        let e = &self.slots[WAYS * set + way];
+        let n = e.bytes.len();
         out.push(Segment {
             host: 0..e.host_end,
             pid: e.pid,
@@ -95,10 +142,10 @@ impl PrefixCache {
             dev: e.dev,
             level: e.level,
             ts_ns: None,
-            msg: e.bytes.len()..line.len(),
+            msg: n..line.len(),
             cut: false,
         });
-        Some(e.bytes.len())
+        Some(n)
     }
 
     /// Remembers the prefix of `seg`, the single prefix that `line` starts
@@ -113,29 +160,20 @@ impl PrefixCache {
         {
             return;
         }
-        // The tid ends at the first space after the host.
-        let tid_end = memchr::memchr(b' ', &line[seg.host.end..n]).map_or(n, |i| seg.host.end + i + 1);
-        let key_at = tid_end.saturating_sub(8);
-        // Once full, the least recently used entry is taken over (with its
-        // buffer: no allocation per miss).
-        let mut e = match self.entries.len() {
-            ENTRIES => self.entries.pop().expect("full"),
-            _ => Box::new(Entry {
-                head: 0,
-                key: 0,
-                key_at: 0,
-                bytes: Vec::new(),
-                host_end: 0,
-                pid: 0,
-                tid: 0,
-                dev: None,
-                level: seg.level,
-            }),
+        let prefix = &line[..n];
+        let Some(at) = key_at(prefix) else { return };
+        let (head, key) = (word(line, 0), [word(line, at), word(line, at + 8)]);
+        // The slot's buffer is reused: no allocation once it is large enough.
+        let set = set_of(head, key);
+        let way = match (0..WAYS).find(|&w| self.slots[WAYS * set + w].bytes.is_empty()) {
+            Some(w) => w,
+            None => (self.last[set] as usize + 1) % WAYS,
         };
+        self.last[set] = way as u8;
+        let e = &mut self.slots[WAYS * set + way];
         e.bytes.clear();
-        e.bytes.extend_from_slice(&line[..n]);
-        (e.head, e.key, e.key_at) = (word(line, 0), word(line, key_at), key_at);
+        e.bytes.extend_from_slice(prefix);
+        (e.head, e.key) = (head, key);
         (e.host_end, e.pid, e.tid, e.dev, e.level) = (seg.host.end, seg.pid, seg.tid, seg.dev, seg.level);
-        self.entries.insert(0, e);
     }
 }

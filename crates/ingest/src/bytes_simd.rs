@@ -1,0 +1,190 @@
+//! The SSE2 scans of [`crate::bytes`], each with the scalar code it must
+//! agree with (used off x86_64, and by the exhaustive tests below).
+//!
+//! SSE2 is part of the x86_64 baseline, so these need no run-time detection
+//! and inline into their callers: the slices they see (a line prefix, a line
+//! of ~150 bytes) are too short for a call into a wider, dispatched routine
+//! to pay off.
+
+/// `a == b` for two slices of the same length, 16 or more: 16 bytes at a
+/// time, the last load overlapping the one before when the length is no
+/// multiple of 16, one test at the end (the callers' slices are usually
+/// equal, so an early exit would only add branches).
+#[inline(always)]
+pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
+    assert!(a.len() == b.len() && a.len() >= 16);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let n = a.len();
+        // SAFETY: SSE2 is part of x86_64; every load reads s[i..i + 16] with
+        // i + 16 <= n for both slices (n >= 16 asserted above).
+        unsafe {
+            let ld = |s: &[u8], i: usize| _mm_loadu_si128(s.as_ptr().add(i).cast::<__m128i>());
+            let mut acc = _mm_cmpeq_epi8(ld(a, n - 16), ld(b, n - 16));
+            let mut i = 0;
+            while i + 16 < n {
+                acc = _mm_and_si128(acc, _mm_cmpeq_epi8(ld(a, i), ld(b, i)));
+                i += 16;
+            }
+            _mm_movemask_epi8(acc) == 0xffff
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        a == b
+    }
+}
+
+/// Bit k set when `s[at + k] == needle`, for the 16 bytes from `at`
+/// (`at + 16 <= s.len()`).
+#[inline(always)]
+fn mask16(s: &[u8], at: usize, needle: u8) -> u32 {
+    assert!(at + 16 <= s.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86_64; the load reads s[at..at + 16], in bounds (asserted).
+        unsafe {
+            let v = _mm_loadu_si128(s.as_ptr().add(at).cast::<__m128i>());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(needle as i8))) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        mask_scalar(&s[at..at + 16], needle)
+    }
+}
+
+/// Bit k set when `s[at + k] == needle`, for the 32 bytes from `at`
+/// (`at + 32 <= s.len()`): two 16-byte compares, no loop.
+#[inline(always)]
+pub fn mask32(s: &[u8], at: usize, needle: u8) -> u32 {
+    assert!(at + 32 <= s.len());
+    mask16(s, at, needle) | mask16(s, at + 16, needle) << 16
+}
+
+/// Bit k set when `s[k] == needle`, for the first (at most 32) bytes of `s`.
+#[inline(always)]
+fn mask_scalar(s: &[u8], needle: u8) -> u32 {
+    s.iter().take(32).enumerate().fold(0, |m, (k, &b)| m | ((b == needle) as u32) << k)
+}
+
+/// The positions of one byte in a slice, in order, found 16 bytes at a time
+/// (what `memchr_iter` gives, without a call per hit: the colons of a line
+/// are a handful, close together).
+pub struct Positions<'a> {
+    s: &'a [u8],
+    needle: u8,
+    /// Start of the bytes not yet loaded.
+    next: usize,
+    /// Hits not yet returned, bit k for `s[base + k]`.
+    mask: u32,
+    base: usize,
+}
+
+impl<'a> Positions<'a> {
+    /// The positions of `needle` in `s` at or after `from`.
+    #[inline(always)]
+    pub fn new(s: &'a [u8], from: usize, needle: u8) -> Self {
+        Positions { s, needle, next: from, mask: 0, base: 0 }
+    }
+}
+
+impl Iterator for Positions<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.mask == 0 {
+            let (n, at) = (self.s.len(), self.next);
+            if at >= n {
+                return None;
+            }
+            self.base = at;
+            if at + 16 <= n {
+                self.mask = mask16(self.s, at, self.needle);
+                self.next = at + 16;
+            } else {
+                // The tail: a load that ends at the end, less the bytes
+                // before `at` (already seen); a slice under 16 bytes byte by byte.
+                self.mask = match n.checked_sub(16) {
+                    Some(last) => mask16(self.s, last, self.needle) >> (at - last),
+                    None => mask_scalar(&self.s[at..], self.needle),
+                };
+                self.next = n;
+            }
+        }
+        let i = self.base + self.mask.trailing_zeros() as usize;
+        self.mask &= self.mask - 1;
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length up to 80, equal and with one byte changed at each
+    /// position (each full load and the overlapping last one).
+    #[test]
+    fn eq_16plus_is_equality() {
+        let a: Vec<u8> = (0..80u8).map(|i| i.wrapping_mul(37).wrapping_add(1)).collect();
+        for n in 16..=a.len() {
+            let b = a[..n].to_vec();
+            assert!(eq_16plus(&a[..n], &b), "{n}");
+            for at in 0..n {
+                for flip in [0x01, 0x80] {
+                    let mut c = b.clone();
+                    c[at] ^= flip;
+                    assert!(!eq_16plus(&a[..n], &c), "{n} {at}");
+                }
+            }
+        }
+    }
+
+    /// Against a plain scan: the needle alone and in pairs at every
+    /// position of 32 bytes, at every offset in a longer slice.
+    #[test]
+    fn mask32_matches_a_plain_scan() {
+        let plain = |s: &[u8], at: usize| mask_scalar(&s[at..at + 32], b' ');
+        for at in 0..8 {
+            for i in 0..32 {
+                for j in i..32 {
+                    let mut s = vec![b'a'; 48];
+                    s[at + i] = b' ';
+                    s[at + j] = b' ';
+                    assert_eq!(mask32(&s, at, b' '), plain(&s, at), "{at} {i} {j}");
+                }
+            }
+        }
+        assert_eq!(mask32(&[b' '; 32], 0, b' '), u32::MAX);
+        assert_eq!(mask32(&[b'a'; 32], 0, b' '), 0);
+    }
+
+    /// Against a plain scan: every length up to 70, every start, the needle
+    /// at every position alone, in pairs, and everywhere.
+    #[test]
+    fn positions_match_a_plain_scan() {
+        let plain = |s: &[u8], from: usize| (from..s.len()).filter(|&i| s[i] == b':').collect::<Vec<_>>();
+        for n in 0..=70 {
+            let mut cases = vec![vec![b'a'; n], vec![b':'; n]];
+            for i in 0..n {
+                let mut s = vec![b'a'; n];
+                s[i] = b':';
+                cases.push(s.clone());
+                for j in i + 1..n {
+                    let mut t = s.clone();
+                    t[j] = b':';
+                    cases.push(t);
+                }
+            }
+            for s in &cases {
+                for from in 0..=n + 1 {
+                    let got: Vec<usize> = Positions::new(s, from, b':').collect();
+                    assert_eq!(got, plain(s, from), "{:?} from {from}", String::from_utf8_lossy(s));
+                }
+            }
+        }
+    }
+}
