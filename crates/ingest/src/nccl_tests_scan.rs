@@ -131,11 +131,56 @@ fn relevant(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
     if passed_over_unless(raw, |l| !clear && has_mark(l)) {
         return None;
     }
+    // Lines with call-site marks (a few percent of some logs) are settled
+    // without the copy `strip_call_sites` makes, where their start decides.
+    if marked_but_unused(raw) {
+        return None;
+    }
     match strip_call_sites(raw) {
         Cow::Borrowed(b) => Some(strip_decoration(b)).filter(|l| may_matter(l)).map(Cow::Borrowed),
         Cow::Owned(v) => Some(strip_decoration(&v)).filter(|l| may_matter(l)).map(|l| Cow::Owned(l.to_vec())),
     }
 }
+
+/// `true` only where [`relevant`] gives `None` after `strip_call_sites`,
+/// found without its copy: the text that stripping leaves at the line's
+/// start starts with an ASCII letter that starts no keyword of
+/// `START_KEYWORDS` (so `strip_decoration` leaves it, and `may_matter` looks
+/// for `_perf` only), and the line holds no `_perf`.
+///
+/// Why that is enough: stripping removes a mark from the start of its name,
+/// and a name runs back over every name byte (`_`, `p`, `e`, `r` among them)
+/// but its leading digits, so no removal joins two parts into a new `_perf`;
+/// and what stripping leaves at the start is found by removing, as it does,
+/// the marks whose name begins there (a later mark's name begins after the
+/// byte at the start, which then stays first).
+fn marked_but_unused(raw: &[u8]) -> bool {
+    if memchr::memchr_iter(b'_', raw).any(|i| raw[i..].starts_with(b"_perf")) {
+        return false;
+    }
+    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'~');
+    let mut pos = 0;
+    while let Some(i) = find_call_site(&raw[pos..]) {
+        let at = pos + i;
+        let name = &raw[pos..at];
+        // A name of name bytes from `pos` on, not starting with a digit.
+        if name.is_empty() || !name.iter().all(name_byte) || name[0].is_ascii_digit() {
+            break;
+        }
+        // `file.cu:123,` then an optional space, as `strip_call_sites` takes it.
+        let after = at + 4;
+        let Some(e) = raw[after..].iter().position(|&b| b == b',').map(|i| after + i) else { break };
+        let f = &raw[after..e];
+        if !f.iter().rposition(|&b| b == b':').is_some_and(|c| c + 1 < f.len() && f[c + 1..].iter().all(u8::is_ascii_digit)) {
+            break;
+        }
+        pos = if raw.get(e + 1) == Some(&b' ') { e + 2 } else { e + 1 };
+    }
+    raw.get(pos).is_some_and(|&b| b.is_ascii_alphabetic() && !START_LETTERS.contains(&b))
+}
+
+/// The first bytes of `START_KEYWORDS`.
+const START_LETTERS: [u8; 5] = *b"sCnRA";
 
 /// The lines of one chunk of a file that [`TableScan`] may use, with their
 /// line numbers within the chunk; the join replays them in file order.
@@ -267,7 +312,46 @@ impl BenchTables {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_mark, MarkHorizon};
+    use super::{has_mark, marked_but_unused, MarkHorizon, START_LETTERS};
+    use crate::nccl_tests::{may_matter, strip_call_sites, strip_decoration, START_KEYWORDS};
+
+    /// The shortcut for marked lines against stripping them: on every
+    /// sequence of up to four pieces (marks that are and are not removed,
+    /// names with digits, `_perf` and its parts, keywords, decoration), it
+    /// never passes over a line the scan would use, and it does pass over
+    /// the common `func(), file.cu:N, text` lines.
+    #[test]
+    fn marked_lines_passed_over_only_when_unused() {
+        for (k, &b) in START_LETTERS.iter().enumerate() {
+            assert_eq!(START_KEYWORDS[k][0], b);
+        }
+        let pieces: [&[u8]; 16] = [
+            b"f(), a.cu:1, ", b"ncclX(), graph/topo.cc:1228,", b"12g(), b.cu:7, ", b"(), ", b"h(), c.cu:x, ", b"x_pe", b"rf",
+            b"_perf", b"size ", b"NCCL GDR", b" ", b"#", b"7 ", b"a:b~c(), d:9,", b"> ", b"Rank ",
+        ];
+        let (mut lines, mut passed) = (0, 0);
+        let mut idx = [0usize; 4];
+        for n in 1..=4usize {
+            let total = pieces.len().pow(n as u32);
+            for code in 0..total {
+                let mut c = code;
+                for slot in idx.iter_mut().take(n) {
+                    *slot = c % pieces.len();
+                    c /= pieces.len();
+                }
+                let line: Vec<u8> = idx[..n].iter().flat_map(|&i| pieces[i].iter().copied()).collect();
+                let used = may_matter(strip_decoration(&strip_call_sites(&line)));
+                lines += 1;
+                if marked_but_unused(&line) {
+                    passed += 1;
+                    assert!(!used, "{}", String::from_utf8_lossy(&line));
+                }
+            }
+        }
+        assert!(passed > lines / 10, "{passed} of {lines}");
+        assert!(marked_but_unused(b"ncclTopoPopulateNics(), graph/topo.cc:1232, Nic mlx5_0 support dmabuf"));
+        assert!(!marked_but_unused(b"TimeTest(), common.cu:610,   64  4  float"));
+    }
 
     #[test]
     fn the_search_ahead_never_clears_a_line_with_a_mark() {
