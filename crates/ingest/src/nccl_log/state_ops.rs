@@ -9,8 +9,8 @@ use super::ops::{self, OpLine};
 use super::prefix::Segment;
 use super::state::{LogParser, SAMPLE_CHARS};
 use crate::bytes::sample;
-use commlens_core::model::ProcIdx;
-use commlens_core::{CollOp, DataType, RedOp};
+use commlens_core::model::{DevIdx, ProcIdx};
+use commlens_core::{CollOp, CommIdx, DataType, NcclVersion, OpKind, RedOp};
 
 pub(super) const MAX_PENDING: usize = 1024;
 /// A thread that queued this many operations without ever printing a tuning
@@ -135,14 +135,17 @@ impl LogParser {
     }
 
     pub(super) fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
-        let op = self.make_op(proc, parsed, info);
+        let kind = parsed.kind.expect("parse_op_line guarantees a kind");
+        let at = self.place_op(proc, parsed, kind, info);
         self.report.ops += 1;
-        if op.recovered {
+        if info.cut {
             self.report.recovered_ops += 1;
         }
-        let nranks = self.table.comms[op.comm.ix()].nranks.unwrap_or(0);
-        if op.kind.is_p2p() || nranks == 1 {
-            return sink(op);
+        // The operation is built where it goes (the sink's argument, the
+        // queue's slot), not first in a local that is then copied there.
+        let nranks = self.table.comms[at.comm.ix()].nranks.unwrap_or(0);
+        if kind.is_p2p() || nranks == 1 {
+            return sink(build_op(proc, parsed, kind, info, at));
         }
         let thread = self.procs[proc.ix()].threads.entry(info.tid).or_default();
         // A chunk parse does not know whether the thread printed tuning
@@ -167,14 +170,16 @@ impl LogParser {
                 None => break,
             }
         }
-        thread.pending.push_back(op);
+        thread.pending.push_back(build_op(proc, parsed, kind, info, at));
         if !thread.spec.synced {
             thread.spec.max_len = thread.spec.max_len.max(thread.pending.len());
         }
     }
 
-    fn make_op(&mut self, proc: ProcIdx, l: &OpLine, seg: SegInfo) -> CollOp {
-        let kind = l.kind.expect("parse_op_line guarantees a kind");
+    /// The table's side of a new operation: its communicator handle (device
+    /// and size settled on first use), its position among the handle's
+    /// operations, and the process's NCCL version.
+    fn place_op(&mut self, proc: ProcIdx, l: &OpLine, kind: OpKind, seg: SegInfo) -> OpPlace {
         let comm_ptr = l.comm.expect("parse_op_line guarantees comm");
         let c = self.comm(proc, comm_ptr);
         if self.table.comms[c.ix()].device.is_none() {
@@ -195,28 +200,7 @@ impl LogParser {
         member.note_op(kind);
         let dev = member.device.expect("set above");
         let version = self.table.processes[proc.ix()].nccl_version.or(self.bare_version);
-        let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
-        let count = l.count.unwrap_or(0);
-        let root = l.root.and_then(|r| u32::try_from(r).ok());
-        let reduces = matches!(
-            kind,
-            commlens_core::OpKind::AllReduce | commlens_core::OpKind::Reduce | commlens_core::OpKind::ReduceScatter
-        );
-        CollOp {
-            comm_seq,
-            tid: seg.tid,
-            seq: l.op_count.unwrap_or(0),
-            redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
-            root: if kind.is_rooted() { root } else { None },
-            peer: if kind.is_p2p() { root } else { None },
-            sendbuff: l.sendbuff.unwrap_or(0),
-            recvbuff: l.recvbuff.unwrap_or(0),
-            stream: l.stream,
-            cpu_ts_ns: seg.ts_ns,
-            line: seg.line_no,
-            recovered: seg.cut,
-            ..CollOp::new(proc, dev, c, kind, count, dtype)
-        }
+        OpPlace { comm: c, comm_seq, dev, version }
     }
 
     /// Attaches a tuning line to the queued operations of its thread with the
@@ -248,5 +232,40 @@ impl LogParser {
             }
             None => self.report.tuning_unmatched += 1,
         }
+    }
+}
+
+/// What [`LogParser::place_op`] settled for an operation.
+#[derive(Clone, Copy)]
+struct OpPlace {
+    comm: CommIdx,
+    comm_seq: u64,
+    dev: DevIdx,
+    version: Option<NcclVersion>,
+}
+
+/// The operation of an opCount line placed at `at`; inlined into each use,
+/// so that it is written straight into its destination.
+#[inline(always)]
+fn build_op(proc: ProcIdx, l: &OpLine, kind: OpKind, seg: SegInfo, at: OpPlace) -> CollOp {
+    let version = at.version;
+    let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
+    let count = l.count.unwrap_or(0);
+    let root = l.root.and_then(|r| u32::try_from(r).ok());
+    let reduces = matches!(kind, OpKind::AllReduce | OpKind::Reduce | OpKind::ReduceScatter);
+    CollOp {
+        comm_seq: at.comm_seq,
+        tid: seg.tid,
+        seq: l.op_count.unwrap_or(0),
+        redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
+        root: if kind.is_rooted() { root } else { None },
+        peer: if kind.is_p2p() { root } else { None },
+        sendbuff: l.sendbuff.unwrap_or(0),
+        recvbuff: l.recvbuff.unwrap_or(0),
+        stream: l.stream,
+        cpu_ts_ns: seg.ts_ns,
+        line: seg.line_no,
+        recovered: seg.cut,
+        ..CollOp::new(proc, at.dev, at.comm, kind, count, dtype)
     }
 }
