@@ -8,13 +8,17 @@
 //! [`super::read_nccl_tests`] is this scan over a file of its own: both give
 //! the same [`BenchFile`].
 
-use super::{find_call_site, has_mark, header_columns, kind_in_text, may_matter, passed_over_unless, strip_call_sites, strip_decoration, BenchFile, State, Table};
+use marks::MarkHorizon;
+use super::{has_mark, header_columns, kind_in_text, may_matter, passed_over_unless, strip_call_sites, strip_decoration, BenchFile, State, Table, START_KEYWORDS};
 use crate::error::IngestError;
 use commlens_core::OpKind;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+#[path = "nccl_tests_marks.rs"]
+mod marks;
 
 /// The longest line (or piece) the scan reads in one; longer lines come cut,
 /// as the log reader's default `max_line` cuts them.
@@ -49,14 +53,16 @@ impl TableScan {
     }
 
     /// Line `line_no` (from 1) of the file, as the line source hands it out.
-    #[inline]
+    #[inline(always)]
     pub fn line(&mut self, raw: &[u8], line_no: u64) {
         if let Some(l) = relevant(raw, self.marks.clear(raw.len())) {
             self.relevant_line(&l, line_no);
         }
     }
 
-    /// A line [`relevant`] kept, as it gave it.
+    /// A line [`relevant`] kept, as it gave it (rare: kept out of `line`,
+    /// which is inlined into the reader's loop).
+    #[inline(never)]
     fn relevant_line(&mut self, l: &[u8], line_no: u64) {
         let (st, out, file_kind) = (&mut self.st, &mut self.out, self.file_kind);
         if let Some(cols) = header_columns(l) {
@@ -126,8 +132,26 @@ impl TableScan {
 /// removed), or `None` for a line it does nothing with: nearly every line of
 /// an NCCL log. Allocates only for a line with call-site marks. `clear`: the
 /// line is known to hold no mark ([`MarkHorizon`]).
-#[inline]
+#[inline(always)]
 fn relevant(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
+    // Nearly every line of a log: free of marks and starting with a host
+    // name, whose first two bytes start no keyword. Settled here, inlined
+    // into the per-line call, as `passed_over_unless` settles it (a call for
+    // it was ~45 instructions a line, 3 % of `stats`).
+    if clear {
+        if let Some(&b) = raw.first().filter(|b| b.is_ascii_alphabetic()) {
+            let Some(k) = START_LETTERS.iter().position(|&s| s == b) else { return None };
+            if raw.get(1) != START_KEYWORDS[k].get(1) {
+                return None;
+            }
+        }
+    }
+    relevant_rest(raw, clear)
+}
+
+/// [`relevant`] but for its common case.
+#[inline(never)]
+fn relevant_rest(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
     if passed_over_unless(raw, |l| !clear && has_mark(l)) {
         return None;
     }
@@ -143,7 +167,7 @@ fn relevant(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
 }
 
 /// `true` only where [`relevant`] gives `None` after `strip_call_sites`,
-/// found without its copy: the text that stripping leaves at the line's
+/// found without its copy or a search: the text that stripping leaves at the line's
 /// start starts with an ASCII letter that starts no keyword of
 /// `START_KEYWORDS` (so `strip_decoration` leaves it, and `may_matter` looks
 /// for `_perf` only), and the line holds no `_perf`.
@@ -160,11 +184,12 @@ fn marked_but_unused(raw: &[u8]) -> bool {
     }
     let name_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'~');
     let mut pos = 0;
-    while let Some(i) = find_call_site(&raw[pos..]) {
-        let at = pos + i;
-        let name = &raw[pos..at];
-        // A name of name bytes from `pos` on, not starting with a digit.
-        if name.is_empty() || !name.iter().all(name_byte) || name[0].is_ascii_digit() {
+    loop {
+        // A mark whose name begins at `pos`: name bytes, then `(), ` (no
+        // search of the rest: a later mark's name cannot reach back over
+        // the byte that ends this run).
+        let at = pos + raw[pos..].iter().take_while(|b| name_byte(b)).count();
+        if at == pos || raw[pos].is_ascii_digit() || !raw[at..].starts_with(b"(), ") {
             break;
         }
         // `file.cu:123,` then an optional space, as `strip_call_sites` takes it.
@@ -217,60 +242,6 @@ impl KeptLines {
     }
 }
 
-/// Where the next `_perf` or `(), ` may start, found by searching what the
-/// line source holds ahead ([`crate::lines::LineSource::ahead`]) once for
-/// many lines instead of each line on its own: such marks are rare in an
-/// NCCL log (a search per line was ~230 instructions a line, 10 % of
-/// `stats`). Offsets are the source's, which only grow.
-///
-/// Invariant: no `_perf` starts in `perf.0..perf.1`, no `(), ` in
-/// `site.0..site.1`, and (after [`MarkHorizon::ahead`]) both ranges hold
-/// `at`, so a line `at..at + len` that ends by `clear_to` (the nearer end)
-/// holds neither. A needle is searched again only once a line starts at or
-/// past its end (the mark found, or the end of what was buffered): the bytes
-/// are searched about once in all.
-#[derive(Default)]
-struct MarkHorizon {
-    perf: (u64, u64),
-    site: (u64, u64),
-    /// Where the next line starts.
-    at: u64,
-    /// The later start and the nearer end of the two ranges.
-    from: u64,
-    clear_to: u64,
-}
-
-impl MarkHorizon {
-    #[inline(always)]
-    fn ahead<'a>(&mut self, at: u64, rest: impl FnOnce() -> &'a [u8]) {
-        self.at = at;
-        if at >= self.clear_to || at < self.from {
-            self.search(at, rest());
-        }
-    }
-
-    #[inline(never)]
-    fn search(&mut self, at: u64, rest: &[u8]) {
-        if at >= self.perf.1 || at < self.perf.0 {
-            // `_` is rare in NCCL logs (one byte in 4,000): one `memchr` pass
-            // took half the instructions of `memmem` on the bench log.
-            let found = memchr::memchr_iter(b'_', rest).find(|&i| rest[i..].starts_with(b"_perf"));
-            self.perf = (at, at + found.unwrap_or(rest.len()) as u64);
-        }
-        if at >= self.site.1 || at < self.site.0 {
-            self.site = (at, at + find_call_site(rest).unwrap_or(rest.len()) as u64);
-        }
-        self.from = self.perf.0.max(self.site.0);
-        self.clear_to = self.perf.1.min(self.site.1);
-    }
-
-    /// Whether the line of `len` bytes at `at` holds no mark for sure.
-    #[inline(always)]
-    fn clear(&self, len: usize) -> bool {
-        self.at + len as u64 <= self.clear_to
-    }
-}
-
 /// Files whose nccl-tests tables the NCCL log reader reads in its own pass
 /// (`ReadOptions::bench_tables`), and what it found. A file the reader did
 /// not read to its end (refused, dropped as a repeat, an error) has no
@@ -312,8 +283,29 @@ impl BenchTables {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_mark, marked_but_unused, MarkHorizon, START_LETTERS};
-    use crate::nccl_tests::{may_matter, strip_call_sites, strip_decoration, START_KEYWORDS};
+    use super::{marked_but_unused, START_LETTERS};
+    use crate::nccl_tests::{may_matter, strip_call_sites, strip_decoration};
+    use super::START_KEYWORDS;
+
+    /// The inlined common case of `relevant` against the rest of it, on
+    /// lines starting with every pair of bytes, each line clear of marks.
+    #[test]
+    fn relevant_common_case_matches_the_rest() {
+        let tails: [&[u8]; 6] = [b"", b"ize", b"ize  count", b"ank 0", b"llective test starting: x", b"tone:1:2 [0] NCCL INFO x"];
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for t in tails {
+                    let mut line = vec![a, b];
+                    line.extend_from_slice(t);
+                    let fast = super::relevant(&line, true).map(|c| c.into_owned());
+                    let rest = super::relevant_rest(&line, true).map(|c| c.into_owned());
+                    assert_eq!(fast, rest, "{:?}", String::from_utf8_lossy(&line));
+                }
+            }
+            let one = [a];
+            assert_eq!(super::relevant(&one, true), super::relevant_rest(&one, true));
+        }
+    }
 
     /// The shortcut for marked lines against stripping them: on every
     /// sequence of up to four pieces (marks that are and are not removed,
@@ -353,36 +345,4 @@ mod tests {
         assert!(!marked_but_unused(b"TimeTest(), common.cu:610,   64  4  float"));
     }
 
-    #[test]
-    fn the_search_ahead_never_clears_a_line_with_a_mark() {
-        // Lines with marks at every place, cut by buffers of every size; a
-        // line it calls clear holds no mark, and most plain lines are clear.
-        let mut text = Vec::new();
-        for i in 0..200 {
-            let plain = format!("host:{i}:{i} [0] NCCL INFO ncclSend(0,7f,2) (nil) x_y ()");
-            match i % 7 {
-                0 => text.extend_from_slice(format!("f(), a.cu:{i}, {plain}").as_bytes()),
-                3 => text.extend_from_slice(format!("{plain} all_reduce_perf").as_bytes()),
-                5 => text.extend_from_slice(format!("{}_perf{}", &plain[..i % plain.len()], &plain[i % plain.len()..]).as_bytes()),
-                _ => text.extend_from_slice(plain.as_bytes()),
-            }
-            text.push(b'\n');
-        }
-        for window in [0, 1, 4, 5, 37, 64, 300, 5000, usize::MAX] {
-            let mut h = MarkHorizon::default();
-            let (mut at, mut cleared) = (0, 0);
-            for line in text.split(|&b| b == b'\n') {
-                let rest = &text[at.min(text.len())..at.saturating_add(window).min(text.len())];
-                h.ahead(at as u64, || rest);
-                if h.clear(line.len()) {
-                    assert!(!has_mark(line), "window {window}: {}", String::from_utf8_lossy(line));
-                    cleared += 1;
-                }
-                at += line.len() + 1;
-            }
-            if window >= 300 {
-                assert!(cleared > 100, "window {window}: {cleared} cleared");
-            }
-        }
-    }
 }

@@ -406,6 +406,13 @@ pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
 
 /// Words, or the integers older NCCL printed (`NCCL_ALGO_*` order).
 pub(super) fn decode_algo(t: &[u8]) -> Option<Algorithm> {
+    // The spellings recent NCCL prints on every tuning line first (the
+    // number test and the case-folding decode were ~100 instructions).
+    match t {
+        b"RING" => return Some(Algorithm::Ring),
+        b"TREE" => return Some(Algorithm::Tree),
+        _ => {}
+    }
     match dec_u64(t) {
         Some(0) => Some(Algorithm::Tree),
         Some(1) => Some(Algorithm::Ring),
@@ -420,6 +427,12 @@ pub(super) fn decode_algo(t: &[u8]) -> Option<Algorithm> {
 }
 
 pub(super) fn decode_proto(t: &[u8]) -> Option<Protocol> {
+    match t {
+        b"SIMPLE" => return Some(Protocol::Simple),
+        b"LL" => return Some(Protocol::Ll),
+        b"LL128" => return Some(Protocol::Ll128),
+        _ => {}
+    }
     match dec_u64(t) {
         Some(0) => Some(Protocol::Ll),
         Some(1) => Some(Protocol::Ll128),
@@ -582,6 +595,9 @@ mod tests {
         assert_eq!((t.algo, t.proto, t.channels), (Some(Algorithm::Tree), Some(Protocol::Ll128), None));
         assert!(parse_tuning_line(b"AllReduce: x Bytes -> Algo RING").is_none());
         assert!(parse_tuning_line(b"AllReduce: 12 Bytes").is_none());
+        // The spellings decoded first give what the general decoding gives.
+        Algorithm::ALL.iter().for_each(|a| assert_eq!(decode_algo(a.name().as_bytes()), Algorithm::from_name(a.name().as_bytes())));
+        Protocol::ALL.iter().for_each(|p| assert_eq!(decode_proto(p.name().as_bytes()), Protocol::from_name(p.name().as_bytes())));
     }
 
     #[test]
