@@ -79,7 +79,7 @@ pub fn parse_op_line(msg: &[u8], colon: usize, partial: bool) -> Result<OpLine, 
     if !partial {
         let mut memo = super::ops_fast::OpMemo::default();
         if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon, &mut memo) {
-            return Ok(op);
+            return Ok(op.to_line());
         }
     }
     parse_op_line_general(msg, colon, partial)
@@ -512,7 +512,7 @@ mod tests {
             }
             let canonical = parse_op_canonical(l, c, &mut Default::default());
             if let Some(op) = canonical {
-                assert_eq!(Ok(op), parse_op_line_general(l, c, false), "{}", String::from_utf8_lossy(l));
+                assert_eq!(Ok(op.to_line()), parse_op_line_general(l, c, false), "{}", String::from_utf8_lossy(l));
             }
         };
         for l in lines {

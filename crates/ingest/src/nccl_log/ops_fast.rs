@@ -13,6 +13,7 @@
 //! The tests in `tests/fast_paths.rs` read every real log both ways.
 
 use super::ops::{colon_in_24, continue_op_fields, decode_algo, decode_proto, OpLine, OpLineError, TuningLine};
+use super::state_ops::CanonOp;
 use crate::bytes::{eq_words, hex_digit};
 use commlens_core::OpKind;
 
@@ -21,18 +22,17 @@ use commlens_core::OpKind;
 /// Returns `None` on any deviation; the general parser then decides. Each
 /// value is read in the same pass that checks its end, and accepts exactly
 /// what the general parser's value parsers accept (see `Cursor`).
-pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<OpLine> {
+pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<CanonOp> {
     let kind = OpKind::from_name(&msg[..colon])?;
-    let mut op = OpLine { kind: Some(kind), ..OpLine::default() };
     let mut c = Cursor { s: msg, p: colon + 1 };
     // Literal, then value, each called directly: passed as function values
     // (`field`) the pointer reads stopped being inlined.
     c.lit(b" opCount ")?;
-    op.op_count = Some(c.hex()?);
+    let op_count = c.hex()?;
     c.lit(b" sendbuff ")?;
-    op.sendbuff = Some(c.pointer()?);
+    let sendbuff = c.pointer()?;
     c.lit(b" recvbuff ")?;
-    op.recvbuff = Some(c.pointer()?);
+    let recvbuff = c.pointer()?;
     // What follows is a function of the tail's bytes alone: a remembered
     // tail gives the fields it gave before. Tails from ` count ` repeat on
     // most lines of a thread, tails from ` comm ` on nearly all.
@@ -58,14 +58,7 @@ pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) ->
             t
         }
     };
-    op.count = Some(t.count);
-    op.datatype = Some(t.datatype);
-    op.redop = Some(t.redop);
-    op.root = Some(t.root);
-    op.comm = Some(t.comm.comm);
-    op.nranks = t.comm.nranks;
-    op.stream = Some(t.comm.stream);
-    Some(op)
+    Some(CanonOp { kind, op_count, sendbuff, recvbuff, tail: t })
 }
 
 /// `␠comm 0x… [␠[nranks=N]] ␠stream 0x…` up to the end of the message.
@@ -114,21 +107,21 @@ pub(super) fn parse_tuning_canonical(msg: &[u8]) -> Option<TuningLine> {
 }
 
 /// The fields a line tail from ` comm ` gives.
-#[derive(Clone, Copy, Default)]
-struct CommTail {
-    comm: u64,
-    nranks: Option<u32>,
-    stream: u64,
+#[derive(Clone, Copy, Default, Debug)]
+pub(super) struct CommTail {
+    pub(super) comm: u64,
+    pub(super) nranks: Option<u32>,
+    pub(super) stream: u64,
 }
 
 /// The fields a line tail from ` count ` gives.
-#[derive(Clone, Copy, Default)]
-struct CountTail {
-    count: u64,
-    datatype: i64,
-    redop: i64,
-    root: i64,
-    comm: CommTail,
+#[derive(Clone, Copy, Default, Debug)]
+pub(super) struct CountTail {
+    pub(super) count: u64,
+    pub(super) datatype: i64,
+    pub(super) redop: i64,
+    pub(super) root: i64,
+    pub(super) comm: CommTail,
 }
 
 /// The line tails of recent opCount lines that the canonical parse accepted.

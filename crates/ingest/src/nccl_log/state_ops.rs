@@ -3,9 +3,13 @@
 //! decoded for the process's NCCL version); a line cut by another writer waits
 //! in its thread's slot for the API call line that completes it; collectives
 //! wait in their thread's bounded queue until the tuning line that names their
-//! algorithm arrives. See [`super::state`].
+//! algorithm arrives. See [`super::state`]. The per-operation code reads
+//! the parsed fields through [`OpFields`], compiled once for the general
+//! parser's [`OpLine`] and once for the canonical parse's [`CanonOp`], whose
+//! fields need no `Option`.
 
 use super::ops::{self, OpLine};
+use super::ops_fast::CountTail;
 use super::prefix::Segment;
 use super::state::{LogParser, SAMPLE_CHARS};
 use crate::bytes::sample;
@@ -134,8 +138,8 @@ impl LogParser {
         }
     }
 
-    pub(super) fn emit_parsed(&mut self, proc: ProcIdx, parsed: &OpLine, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
-        let kind = parsed.kind.expect("parse_op_line guarantees a kind");
+    pub(super) fn emit_parsed<L: OpFields>(&mut self, proc: ProcIdx, parsed: &L, info: SegInfo, sink: &mut dyn FnMut(CollOp)) {
+        let kind = parsed.kind();
         let at = self.place_op(proc, parsed, kind, info);
         self.report.ops += 1;
         if info.cut {
@@ -179,8 +183,8 @@ impl LogParser {
     /// The table's side of a new operation: its communicator handle (device
     /// and size settled on first use), its position among the handle's
     /// operations, and the process's NCCL version.
-    fn place_op(&mut self, proc: ProcIdx, l: &OpLine, kind: OpKind, seg: SegInfo) -> OpPlace {
-        let comm_ptr = l.comm.expect("parse_op_line guarantees comm");
+    fn place_op<L: OpFields>(&mut self, proc: ProcIdx, l: &L, kind: OpKind, seg: SegInfo) -> OpPlace {
+        let comm_ptr = l.comm();
         let c = self.comm(proc, comm_ptr);
         if self.table.comms[c.ix()].device.is_none() {
             // No init line for this handle: the bracket is the thread's device.
@@ -190,11 +194,11 @@ impl LogParser {
         }
         let member = &mut self.table.comms[c.ix()];
         if member.nranks.is_none() {
-            member.nranks = l.nranks;
+            member.nranks = l.nranks();
         }
         if let Some(s) = self.spec.as_mut() {
             // What this chunk assumed of the handle and process (checked by the join).
-            s.note_op(proc, c, kind, member.nranks, l.datatype.unwrap_or(-1), l.redop);
+            s.note_op(proc, c, kind, member.nranks, l.datatype().unwrap_or(-1), l.redop());
         }
         let comm_seq = member.n_ops;
         member.note_op(kind);
@@ -247,25 +251,148 @@ struct OpPlace {
 /// The operation of an opCount line placed at `at`; inlined into each use,
 /// so that it is written straight into its destination.
 #[inline(always)]
-fn build_op(proc: ProcIdx, l: &OpLine, kind: OpKind, seg: SegInfo, at: OpPlace) -> CollOp {
+fn build_op<L: OpFields>(proc: ProcIdx, l: &L, kind: OpKind, seg: SegInfo, at: OpPlace) -> CollOp {
     let version = at.version;
-    let dtype = DataType::from_nccl(l.datatype.unwrap_or(-1), version);
-    let count = l.count.unwrap_or(0);
-    let root = l.root.and_then(|r| u32::try_from(r).ok());
+    let dtype = DataType::from_nccl(l.datatype().unwrap_or(-1), version);
+    let count = l.count().unwrap_or(0);
+    let root = l.root().and_then(|r| u32::try_from(r).ok());
     let reduces = matches!(kind, OpKind::AllReduce | OpKind::Reduce | OpKind::ReduceScatter);
     CollOp {
         comm_seq: at.comm_seq,
         tid: seg.tid,
-        seq: l.op_count.unwrap_or(0),
-        redop: if reduces { l.redop.map(|r| RedOp::from_nccl(r, version)) } else { None },
+        seq: l.op_count().unwrap_or(0),
+        redop: if reduces { l.redop().map(|r| RedOp::from_nccl(r, version)) } else { None },
         root: if kind.is_rooted() { root } else { None },
         peer: if kind.is_p2p() { root } else { None },
-        sendbuff: l.sendbuff.unwrap_or(0),
-        recvbuff: l.recvbuff.unwrap_or(0),
-        stream: l.stream,
+        sendbuff: l.sendbuff().unwrap_or(0),
+        recvbuff: l.recvbuff().unwrap_or(0),
+        stream: l.stream(),
         cpu_ts_ns: seg.ts_ns,
         line: seg.line_no,
         recovered: seg.cut,
         ..CollOp::new(proc, at.dev, at.comm, kind, count, dtype)
+    }
+}
+
+/// What [`super::ops_fast::parse_op_canonical`] reads: every field of an [`OpLine`] but
+/// `nranks` is there, so none needs an `Option` (an `OpLine` is 160 bytes
+/// of tags and values, written here and read again for every operation).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CanonOp {
+    pub(super) kind: OpKind,
+    pub(super) op_count: u64,
+    pub(super) sendbuff: u64,
+    pub(super) recvbuff: u64,
+    pub(super) tail: CountTail,
+}
+
+impl CanonOp {
+    /// The same fields as an [`OpLine`] (what the general parser gives).
+    pub(super) fn to_line(&self) -> OpLine {
+        let t = &self.tail;
+        OpLine {
+            kind: Some(self.kind),
+            op_count: Some(self.op_count),
+            sendbuff: Some(self.sendbuff),
+            recvbuff: Some(self.recvbuff),
+            count: Some(t.count),
+            datatype: Some(t.datatype),
+            redop: Some(t.redop),
+            root: Some(t.root),
+            comm: Some(t.comm.comm),
+            nranks: t.comm.nranks,
+            stream: Some(t.comm.stream),
+        }
+    }
+}
+
+/// The fields of a parsed opCount line that make an operation: of an
+/// [`OpLine`] (the general parser, a line cut and completed), or of the
+/// canonical parse, whose fields need no `Option` (see [`CanonOp`]); the
+/// per-operation code is compiled for each.
+pub(super) trait OpFields {
+    fn kind(&self) -> OpKind;
+    fn comm(&self) -> u64;
+    fn nranks(&self) -> Option<u32>;
+    fn op_count(&self) -> Option<u64>;
+    fn sendbuff(&self) -> Option<u64>;
+    fn recvbuff(&self) -> Option<u64>;
+    fn count(&self) -> Option<u64>;
+    fn datatype(&self) -> Option<i64>;
+    fn redop(&self) -> Option<i64>;
+    fn root(&self) -> Option<i64>;
+    fn stream(&self) -> Option<u64>;
+}
+
+impl OpFields for OpLine {
+    fn kind(&self) -> OpKind {
+        self.kind.expect("parse_op_line guarantees a kind")
+    }
+    fn comm(&self) -> u64 {
+        self.comm.expect("parse_op_line guarantees comm")
+    }
+    fn nranks(&self) -> Option<u32> {
+        self.nranks
+    }
+    fn op_count(&self) -> Option<u64> {
+        self.op_count
+    }
+    fn sendbuff(&self) -> Option<u64> {
+        self.sendbuff
+    }
+    fn recvbuff(&self) -> Option<u64> {
+        self.recvbuff
+    }
+    fn count(&self) -> Option<u64> {
+        self.count
+    }
+    fn datatype(&self) -> Option<i64> {
+        self.datatype
+    }
+    fn redop(&self) -> Option<i64> {
+        self.redop
+    }
+    fn root(&self) -> Option<i64> {
+        self.root
+    }
+    fn stream(&self) -> Option<u64> {
+        self.stream
+    }
+}
+
+/// The values of [`CanonOp::to_line`], read in place.
+impl OpFields for CanonOp {
+    fn kind(&self) -> OpKind {
+        self.kind
+    }
+    fn comm(&self) -> u64 {
+        self.tail.comm.comm
+    }
+    fn nranks(&self) -> Option<u32> {
+        self.tail.comm.nranks
+    }
+    fn op_count(&self) -> Option<u64> {
+        Some(self.op_count)
+    }
+    fn sendbuff(&self) -> Option<u64> {
+        Some(self.sendbuff)
+    }
+    fn recvbuff(&self) -> Option<u64> {
+        Some(self.recvbuff)
+    }
+    fn count(&self) -> Option<u64> {
+        Some(self.tail.count)
+    }
+    fn datatype(&self) -> Option<i64> {
+        Some(self.tail.datatype)
+    }
+    fn redop(&self) -> Option<i64> {
+        Some(self.tail.redop)
+    }
+    fn root(&self) -> Option<i64> {
+        Some(self.tail.root)
+    }
+    fn stream(&self) -> Option<u64> {
+        Some(self.tail.comm.stream)
     }
 }
