@@ -286,17 +286,35 @@ impl LogParser {
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         if is_call_syntax(msg, &self.find_paren) {
             self.report.call_lines += 1;
-            let ps = &self.procs[proc.ix()];
-            let waiting = (ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some()))
-                // A chunk parse: a line cut before the chunk may be waiting.
-                || (self.spec.is_some()
-                    && ps.last_settled != Some(seg.tid)
-                    && !ps.settles.iter().any(|s| s.0 == seg.tid));
-            if waiting {
-                let args = if seg.cut { None } else { ops::parse_call_args(msg) };
-                self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
+            // Mostly no cut line anywhere in the process, and no chunk parse:
+            // the rest stays out of line (its registers cost every call line).
+            if self.procs[proc.ix()].threads_with_broken > 0 || self.spec.is_some() {
+                self.call_completes(proc, msg, seg, sink);
             }
-        } else if seg.cut {
+        } else {
+            self.call_line_other(proc, msg, seg, line_no, sink);
+        }
+    }
+
+    /// A call line where a cut opCount line may wait for it.
+    #[inline(never)]
+    fn call_completes(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, sink: &mut dyn FnMut(CollOp)) {
+        let ps = &self.procs[proc.ix()];
+        let waiting = (ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some()))
+            // A chunk parse: a line cut before the chunk may be waiting.
+            || (self.spec.is_some()
+                && ps.last_settled != Some(seg.tid)
+                && !ps.settles.iter().any(|s| s.0 == seg.tid));
+        if waiting {
+            let args = if seg.cut { None } else { ops::parse_call_args(msg) };
+            self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
+        }
+    }
+
+    /// A CALL line that is no `ncclX(…)`.
+    #[inline(never)]
+    fn call_line_other(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
+        if seg.cut {
             self.resolve_broken(proc, seg.tid, None, sink);
             // counted as broken already
         } else {
