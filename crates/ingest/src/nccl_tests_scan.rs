@@ -172,12 +172,13 @@ static FIRST_BYTE: [u8; 256] = {
 /// [`relevant`] but for its common case.
 #[inline(never)]
 fn relevant_rest(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
-    if passed_over_unless(raw, |l| !clear && has_mark(l)) {
+    // Lines with call-site marks (a few percent of some logs) are settled
+    // without the copy `strip_call_sites` makes (nor the search for marks
+    // that `passed_over_unless` makes), where their start decides.
+    if marked_but_unused(raw) {
         return None;
     }
-    // Lines with call-site marks (a few percent of some logs) are settled
-    // without the copy `strip_call_sites` makes, where their start decides.
-    if marked_but_unused(raw) {
+    if passed_over_unless(raw, |l| !clear && has_mark(l)) {
         return None;
     }
     match strip_call_sites(raw) {
@@ -199,9 +200,6 @@ fn relevant_rest(raw: &[u8], clear: bool) -> Option<Cow<'_, [u8]>> {
 /// the marks whose name begins there (a later mark's name begins after the
 /// byte at the start, which then stays first).
 fn marked_but_unused(raw: &[u8]) -> bool {
-    if memchr::memchr_iter(b'_', raw).any(|i| raw[i..].starts_with(b"_perf")) {
-        return false;
-    }
     let name_byte = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'~');
     let mut pos = 0;
     loop {
@@ -222,6 +220,7 @@ fn marked_but_unused(raw: &[u8]) -> bool {
         pos = if raw.get(e + 1) == Some(&b' ') { e + 2 } else { e + 1 };
     }
     raw.get(pos).is_some_and(|&b| b.is_ascii_alphabetic() && !START_LETTERS.contains(&b))
+        && !memchr::memchr_iter(b'_', raw).any(|i| raw[i..].starts_with(b"_perf"))
 }
 
 /// The first bytes of `START_KEYWORDS`.
