@@ -23,6 +23,7 @@ pub mod chunked;
 pub mod init;
 pub mod ops;
 mod ops_fast;
+mod ops_tuning;
 pub mod prefix;
 mod prefix_cache;
 pub mod report;

@@ -1,16 +1,19 @@
-//! Parsers for the per-operation lines: `<Op>: opCount …` (enqueue), the
-//! tuning line `<Op>: <n> Bytes -> Algo <A> proto <P> channel{Lo..Hi}={a..b}`
-//! and `NCCL CALL`/TRACE API lines such as `ncclSend(0,7f1f…,256,2,0,0,0x55…,0x55…)`.
+//! Parsers for the per-operation lines: `<Op>: opCount …` (enqueue) and
+//! `NCCL CALL`/TRACE API lines such as `ncclSend(0,7f1f…,256,2,0,0,0x55…,0x55…)`;
+//! the tuning line that may follow an operation is `ops_tuning`'s (its
+//! items are re-exported here).
 //!
 //! The opCount grammar is parsed as key/value pairs so that field order and
 //! extra fields of other NCCL versions do not break it; `[nranks=N]` is the
 //! only bracketed token. A line cut by another writer parses in *partial* mode:
 //! it is accepted when everything up to and including `comm` is present.
-//! API call arguments are read where they stand, each in one pass; the tuning
-//! line's canonical form has a shortcut in `ops_fast`.
+//! API call arguments are read where they stand, each in one pass.
 
 use crate::bytes::{dec_i64, dec_u64, hex_u64, pointer};
-use commlens_core::{Algorithm, OpKind, Protocol};
+use commlens_core::OpKind;
+
+pub use super::ops_tuning::{looks_like_tuning_line, parse_tuning_line, TuningLine};
+pub(super) use super::ops_tuning::{decode_algo, decode_proto};
 
 /// Fields of an opCount line, undecoded (enums need the NCCL version).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -328,18 +331,48 @@ impl CallArgReader<'_> {
         (fits && (1..=20).contains(&(self.p - start))).then_some(v)
     }
 
-    /// As `dec_i64`: an optional sign, then [`CallArgReader::dec`].
+}
+
+impl SignedDec for CallArgReader<'_> {
+    #[inline(always)]
+    fn sign(&mut self) -> Option<bool> {
+        take_sign(self.s, &mut self.p)
+    }
+    #[inline(always)]
+    fn unsigned(&mut self) -> Option<u64> {
+        self.dec()
+    }
+}
+
+/// A byte cursor that reads a decimal run (`unsigned`, each cursor with its
+/// own rule for where a value ends) and so, with an optional sign, a signed
+/// value (`dec_i64`'s grammar). The API call reader and the opCount line's
+/// cursor (`ops_fast`) share [`SignedDec::signed`].
+pub(super) trait SignedDec {
+    /// Consumes a `-` (`Some(true)`) or `+` (`Some(false)`); `None` when
+    /// neither is there.
+    fn sign(&mut self) -> Option<bool>;
+    fn unsigned(&mut self) -> Option<u64>;
+
+    /// An optional sign, then [`SignedDec::unsigned`].
     #[inline(always)]
     fn signed(&mut self) -> Option<i64> {
-        let neg = match self.s.get(self.p) {
-            Some(b'-') => true,
-            Some(b'+') => false,
-            _ => return i64::try_from(self.dec()?).ok(),
-        };
-        self.p += 1;
-        let v = i64::try_from(self.dec()?).ok()?;
-        Some(if neg { -v } else { v })
+        let neg = self.sign();
+        let v = i64::try_from(self.unsigned()?).ok()?;
+        Some(if neg == Some(true) { -v } else { v })
     }
+}
+
+/// [`SignedDec::sign`] over `s` at `*p`.
+#[inline(always)]
+pub(super) fn take_sign(s: &[u8], p: &mut usize) -> Option<bool> {
+    let neg = match s.get(*p) {
+        Some(b'-') => true,
+        Some(b'+') => false,
+        _ => return None,
+    };
+    *p += 1;
+    Some(neg)
 }
 
 #[inline]
@@ -347,99 +380,6 @@ fn set<T>(slot: &mut Option<T>, v: Option<T>) -> bool {
     let ok = v.is_some();
     *slot = v;
     ok
-}
-
-/// `AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}`,
-/// and the older numeric form `… Bytes -> Algo 1 proto 2 time 33.36`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TuningLine {
-    pub kind: OpKind,
-    pub bytes: u64,
-    pub algo: Option<Algorithm>,
-    pub proto: Option<Protocol>,
-    pub channels: Option<(u16, u16)>,
-}
-
-/// Cheap shape test: `<Name>: <spaces><digit>… Bytes -> …`.
-#[inline]
-pub fn looks_like_tuning_line(msg: &[u8]) -> bool {
-    let Some(colon) = colon_in_24(msg) else { return false };
-    let rest = &msg[colon + 1..];
-    let digits = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    if !rest.get(digits).is_some_and(u8::is_ascii_digit) {
-        return false;
-    }
-    let window = &rest[digits..rest.len().min(digits + 40)];
-    // Usually right after the number; otherwise search the whole window.
-    let number = window.iter().take_while(|b| b.is_ascii_digit()).count();
-    window[number..].starts_with(b" Bytes -> ") || memchr::memmem::find(window, b" Bytes -> ").is_some()
-}
-
-pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
-    let colon = colon_in_24(msg)?;
-    let kind = OpKind::from_name(&msg[..colon])?;
-    let mut toks = crate::bytes::tokens(&msg[colon + 1..]);
-    let bytes = dec_u64(toks.next()?)?;
-    if toks.next()? != b"Bytes" || toks.next()? != b"->" || toks.next()? != b"Algo" {
-        return None;
-    }
-    let algo = decode_algo(toks.next()?);
-    if toks.next()? != b"proto" {
-        return None;
-    }
-    let proto = decode_proto(toks.next()?);
-    let mut channels = None;
-    for t in toks {
-        if let Some(r) = t.strip_prefix(b"channel{Lo..Hi}={") {
-            let r = r.strip_suffix(b"}").unwrap_or(r);
-            if let Some(dots) = r.windows(2).position(|w| w == b"..") {
-                let lo = dec_u64(&r[..dots]).and_then(|v| u16::try_from(v).ok());
-                let hi = dec_u64(&r[dots + 2..]).and_then(|v| u16::try_from(v).ok());
-                if let (Some(lo), Some(hi)) = (lo, hi) {
-                    channels = Some((lo, hi));
-                }
-            }
-        }
-    }
-    Some(TuningLine { kind, bytes, algo, proto, channels })
-}
-
-/// Words, or the integers older NCCL printed (`NCCL_ALGO_*` order).
-pub(super) fn decode_algo(t: &[u8]) -> Option<Algorithm> {
-    // The spellings recent NCCL prints on every tuning line first (the
-    // number test and the case-folding decode were ~100 instructions).
-    match t {
-        b"RING" => return Some(Algorithm::Ring),
-        b"TREE" => return Some(Algorithm::Tree),
-        _ => {}
-    }
-    match dec_u64(t) {
-        Some(0) => Some(Algorithm::Tree),
-        Some(1) => Some(Algorithm::Ring),
-        Some(2) => Some(Algorithm::CollNetDirect),
-        Some(3) => Some(Algorithm::CollNetChain),
-        Some(4) => Some(Algorithm::Nvls),
-        Some(5) => Some(Algorithm::NvlsTree),
-        Some(6) => Some(Algorithm::Pat),
-        Some(_) => None,
-        None => Algorithm::from_name(t),
-    }
-}
-
-pub(super) fn decode_proto(t: &[u8]) -> Option<Protocol> {
-    match t {
-        b"SIMPLE" => return Some(Protocol::Simple),
-        b"LL" => return Some(Protocol::Ll),
-        b"LL128" => return Some(Protocol::Ll128),
-        _ => {}
-    }
-    match dec_u64(t) {
-        Some(0) => Some(Protocol::Ll),
-        Some(1) => Some(Protocol::Ll128),
-        Some(2) => Some(Protocol::Simple),
-        Some(_) => None,
-        None => Protocol::from_name(t),
-    }
 }
 
 /// An API call line: `ncclSend(0,7f1f…,256,2,0,0,0x55…,0x55…)` → name and args.
@@ -459,6 +399,7 @@ pub fn parse_call(msg: &[u8]) -> Option<(&[u8], usize)> {
 mod tests {
     use super::super::ops_fast::parse_op_canonical;
     use super::*;
+    use commlens_core::{Algorithm, Protocol};
 
     const AR: &[u8] = b"AllReduce: opCount 1f sendbuff 0x720000000 recvbuff 0x920000000 count 2097152 datatype 7 op 0 root 0 comm 0x55b6aa64a990 [nranks=2] stream 0x55b6a98daaf0";
 

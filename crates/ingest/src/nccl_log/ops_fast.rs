@@ -12,7 +12,7 @@
 //! the rest. [`parse_tuning_canonical`] does the same for the tuning line.
 //! The tests in `tests/fast_paths.rs` read every real log both ways.
 
-use super::ops::{colon_in_24, continue_op_fields, decode_algo, decode_proto, OpLine, OpLineError, TuningLine};
+use super::ops::{colon_in_24, continue_op_fields, decode_algo, decode_proto, take_sign, OpLine, OpLineError, SignedDec, TuningLine};
 use super::state_ops::CanonOp;
 use crate::bytes::{eq_words, hex_digit};
 use commlens_core::OpKind;
@@ -281,6 +281,17 @@ struct Cursor<'a> {
     p: usize,
 }
 
+impl SignedDec for Cursor<'_> {
+    #[inline(always)]
+    fn sign(&mut self) -> Option<bool> {
+        take_sign(self.s, &mut self.p)
+    }
+    #[inline(always)]
+    fn unsigned(&mut self) -> Option<u64> {
+        self.dec()
+    }
+}
+
 impl<'a> Cursor<'a> {
     #[inline(always)]
     fn lit(&mut self, l: &[u8]) -> Option<()> {
@@ -362,18 +373,6 @@ impl<'a> Cursor<'a> {
         let v = self.digits()?;
         self.value_end()?;
         Some(v)
-    }
-
-    #[inline(always)]
-    fn signed(&mut self) -> Option<i64> {
-        let neg = match self.s.get(self.p) {
-            Some(b'-') => true,
-            Some(b'+') => false,
-            _ => return i64::try_from(self.dec()?).ok(),
-        };
-        self.p += 1;
-        let v = i64::try_from(self.dec()?).ok()?;
-        Some(if neg { -v } else { v })
     }
 
     /// 1 to 16 hex digits after an optional `0x`/`0X`.
