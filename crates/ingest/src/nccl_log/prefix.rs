@@ -9,7 +9,7 @@
 //! by another prefix is marked `cut` (its tail is missing).
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, has_nccl, is_host_byte, ByteFinder, Positions};
+use crate::bytes::{dec_u64, float, is_host_byte, NcclFinder, Positions};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -50,8 +50,8 @@ pub struct KnownHosts {
     /// Whether [`split_line`] may take its shortcuts; off, every line goes
     /// through [`split_line_scan`] (the reference the shortcuts are tested on).
     fast: bool,
-    /// Finds the `N` of `NCCL` for [`split_line`]'s second-prefix check.
-    find_n: ByteFinder,
+    /// Finds `NCCL ` for [`split_line`]'s second-prefix check.
+    nccl: NcclFinder,
     /// On a chunk parse (see [`super::chunk_join`]), what its answers
     /// assumed of the hosts known before it; `None` elsewhere.
     pub(super) spec: Option<Box<HostSpec>>,
@@ -85,7 +85,7 @@ impl Default for KnownHosts {
             by_pid: Default::default(),
             recent: PrefixCache::default(),
             fast: true,
-            find_n: ByteFinder::new(b'N'),
+            nccl: NcclFinder::default(),
             spec: None,
         }
     }
@@ -213,26 +213,53 @@ struct Candidate {
 /// Returns the end of the text before the first segment (`line[..head_end]`).
 #[inline]
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    out.clear();
+    match split_first(line, hosts, out) {
+        Split::One(seg) => {
+            out.clear();
+            out.push(seg);
+            0
+        }
+        Split::Many(head_end) => head_end,
+    }
+}
+
+/// What [`split_first`] made of a line.
+pub enum Split {
+    /// The line is this one segment, from byte 0 (`out` was left as it was).
+    One(Segment),
+    /// The segments are in `out`; the text before the first one ends here
+    /// (as [`split_line`] returns).
+    Many(usize),
+}
+
+/// [`split_line`] that hands the common line, one segment from byte 0,
+/// back by value instead of through `out` (the reader's per-line path: no
+/// push into the vector, no copy out of it).
+#[inline(always)]
+pub fn split_first(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> Split {
     // The common case, kept lean (the rest is out of line): a prefix seen on
     // a recent line, recognised by its bytes alone, and no `NCCL ` in the
     // message (see `split_line_rest` for why that settles the line).
     if hosts.fast {
-        if let Some(msg) = hosts.recent.lookup(line, out) {
-            if !has_nccl(&line[msg..], &hosts.find_n) {
-                return 0;
+        if let Some(seg) = hosts.recent.lookup(line) {
+            let msg = seg.msg.start;
+            if !hosts.nccl.has_nccl(&line[msg..]) {
+                return Split::One(seg);
             }
-            return second_prefixes(line, msg, hosts, out);
+            out.clear();
+            out.push(seg);
+            return Split::Many(second_prefixes(line, msg, hosts, out));
         }
     }
-    split_line_rest(line, hosts, out)
+    out.clear();
+    Split::Many(split_line_rest(line, hosts, out))
 }
 
 /// [`split_line`] when the prefix memo does not know the line's start.
 #[inline(never)]
 fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     if !hosts.fast {
-        return split_line_scan(line, hosts, out);
+        return scan_from(line, 0, MAX_CANDIDATES, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no second prefix in its message, so
@@ -245,13 +272,13 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
             out.push(seg);
             msg
         }
-        None => return split_line_scan(line, hosts, out),
+        None => return scan_from(line, 0, MAX_CANDIDATES, hosts, out),
     };
     // A second segment needs `NCCL ` in the message, after its own
     // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
     // candidates in the message at most, none of which becomes a segment or
     // changes the first one (its `NCCL LEVEL` lies before the message).
-    if has_nccl(&line[msg..], &hosts.find_n) {
+    if hosts.nccl.has_nccl(&line[msg..]) {
         return second_prefixes(line, msg, hosts, out);
     }
     0
@@ -281,53 +308,78 @@ const MAX_CANDIDATES: usize = 32;
 /// The scan of [`split_line_scan`] over the colons from `from` on, considering
 /// at most `max` candidates, appending to `out`: a segment found cuts the
 /// last one in `out`. Returns the head end when `out` was empty.
+///
+/// Each candidate is taken up when the next one is found (its `NCCL LEVEL`
+/// must start before the next candidate's host), so no list of candidates
+/// is kept. The colons inside a candidate's `host:pid:tid ` are not tried:
+/// the only one, between pid and tid, is followed by digits and a space,
+/// never by digits and a colon, so it cannot start a candidate.
 fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    let mut cands: [Option<Candidate>; MAX_CANDIDATES] = [None; MAX_CANDIDATES];
+    let mut head_end = line.len();
+    let mut pending: Option<Candidate> = None;
     let mut n = 0;
+    let mut skip_to = from;
     for colon in Positions::new(line, from, b':') {
+        if colon < skip_to {
+            continue;
+        }
         if n == max {
             break;
         }
         if let Some(c) = candidate_at(line, colon) {
-            // A candidate inside the previous one's digits cannot happen (hosts have no ':').
-            cands[n] = Some(c);
+            if let Some(p) = pending.replace(c) {
+                take_candidate(line, p, c.host_start, hosts, out, &mut head_end);
+            }
+            skip_to = c.after;
             n += 1;
         }
     }
-    let mut head_end = line.len();
-    for k in 0..n {
-        let c = cands[k].unwrap();
-        let limit = if k + 1 < n { cands[k + 1].unwrap().host_start } else { line.len() };
-        let Some((dev, level, msg_start)) = parse_after_tid(line, c.after, limit) else { continue };
-        let (ts_ns, seg_start, host_start) = match glued_timestamp(line, c.host_start, c.host_end) {
-            Some((ns, ts_start, host)) => (Some(ns), ts_start, host),
-            None => {
-                let host_start = c.host_start + hosts.resolve(&line[c.host_start..c.host_end], c.pid);
-                let (ts_ns, seg_start) = timestamp_before(line, host_start);
-                (ts_ns, seg_start, host_start)
-            }
-        };
-        if out.is_empty() {
-            head_end = seg_start;
-        } else if let Some(prev) = out.last_mut() {
-            prev.msg.end = seg_start.max(prev.msg.start);
-            prev.cut = true;
-        }
-        out.push(Segment {
-            host: host_start..c.host_end,
-            pid: c.pid,
-            tid: c.tid,
-            dev,
-            level,
-            ts_ns,
-            msg: msg_start..line.len(),
-            cut: false,
-        });
+    if let Some(p) = pending {
+        take_candidate(line, p, line.len(), hosts, out, &mut head_end);
     }
     if out.is_empty() {
         head_end = line.len();
     }
     head_end
+}
+
+/// The segment of candidate `c` when its `NCCL LEVEL` starts before
+/// `limit`: appended to `out`, cutting the last one there (or, the first,
+/// setting `head_end` to its start).
+#[inline(always)]
+fn take_candidate(
+    line: &[u8],
+    c: Candidate,
+    limit: usize,
+    hosts: &mut KnownHosts,
+    out: &mut Vec<Segment>,
+    head_end: &mut usize,
+) {
+    let Some((dev, level, msg_start)) = parse_after_tid(line, c.after, limit) else { return };
+    let (ts_ns, seg_start, host_start) = match glued_timestamp(line, c.host_start, c.host_end) {
+        Some((ns, ts_start, host)) => (Some(ns), ts_start, host),
+        None => {
+            let host_start = c.host_start + hosts.resolve(&line[c.host_start..c.host_end], c.pid);
+            let (ts_ns, seg_start) = timestamp_before(line, host_start);
+            (ts_ns, seg_start, host_start)
+        }
+    };
+    if out.is_empty() {
+        *head_end = seg_start;
+    } else if let Some(prev) = out.last_mut() {
+        prev.msg.end = seg_start.max(prev.msg.start);
+        prev.cut = true;
+    }
+    out.push(Segment {
+        host: host_start..c.host_end,
+        pid: c.pid,
+        tid: c.tid,
+        dev,
+        level,
+        ts_ns,
+        msg: msg_start..line.len(),
+        cut: false,
+    });
 }
 
 /// The prefix at the very start of `line` (after an optional `%s.%6f `

@@ -111,10 +111,10 @@ fn set_of(head: u64, key: [u64; 2]) -> usize {
 }
 
 impl PrefixCache {
-    /// When `line` starts with a remembered prefix, appends its segment to
-    /// `out` and returns where the message starts.
+    /// When `line` starts with a remembered prefix, its segment (the
+    /// message from the prefix's end to the line's end).
     #[inline(always)]
-    pub fn lookup(&mut self, line: &[u8], out: &mut Vec<Segment>) -> Option<usize> {
+    pub fn lookup(&mut self, line: &[u8]) -> Option<Segment> {
         if line.len() < MIN_PREFIX {
             return None;
         }
@@ -135,7 +135,7 @@ impl PrefixCache {
         self.last[set] = way as u8;
         let e = &self.slots[WAYS * set + way];
         let n = e.bytes.len();
-        out.push(Segment {
+        Some(Segment {
             host: 0..e.host_end,
             pid: e.pid,
             tid: e.tid,
@@ -144,8 +144,7 @@ impl PrefixCache {
             ts_ns: None,
             msg: n..line.len(),
             cut: false,
-        });
-        Some(n)
+        })
     }
 
     /// Remembers the prefix of `seg`, the single prefix that `line` starts
