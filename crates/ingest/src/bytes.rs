@@ -64,7 +64,13 @@ pub fn eq_words(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     if n < 8 {
-        return a == b;
+        // Two overlapping 4-byte words from 4 bytes on (a slice `==` is a
+        // call into `memcmp`); bytes below that.
+        if n >= 4 {
+            let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+            return w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4);
+        }
+        return (0..n).all(|i| a[i] == b[i]);
     }
     if n >= 16 {
         return simd::eq_16plus(a, b);
