@@ -52,6 +52,11 @@ pub struct KnownHosts {
     fast: bool,
     /// Finds `NCCL ` for [`split_line`]'s second-prefix check.
     nccl: NcclFinder,
+    /// Set by the last line [`split_line`] found no segment in: whether it
+    /// held a `host:pid:tid ` all the same ([`has_cut_prefix`]'s answer,
+    /// read off the scan that found no segment). Valid only right after
+    /// such a line.
+    pub(super) cut_prefix: bool,
     /// On a chunk parse (see [`super::chunk_join`]), what its answers
     /// assumed of the hosts known before it; `None` elsewhere.
     pub(super) spec: Option<Box<HostSpec>>,
@@ -86,6 +91,7 @@ impl Default for KnownHosts {
             recent: PrefixCache::default(),
             fast: true,
             nccl: NcclFinder::default(),
+            cut_prefix: false,
             spec: None,
         }
     }
@@ -259,7 +265,7 @@ pub fn split_first(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
 #[inline(never)]
 fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     if !hosts.fast {
-        return scan_from(line, 0, MAX_CANDIDATES, hosts, out);
+        return scan_line(line, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no second prefix in its message, so
@@ -272,7 +278,7 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
             out.push(seg);
             msg
         }
-        None => return scan_from(line, 0, MAX_CANDIDATES, hosts, out),
+        None => return scan_line(line, hosts, out),
     };
     // A second segment needs `NCCL ` in the message, after its own
     // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
@@ -284,6 +290,17 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
     0
 }
 
+/// [`scan_from`] over the whole line, noting for a line with no segment
+/// whether it held a candidate ([`KnownHosts::cut_prefix`]).
+fn scan_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    let mut candidates = 0;
+    let head_end = scan_from(line, 0, MAX_CANDIDATES, hosts, out, &mut candidates);
+    // No candidate seen means none anywhere: with none found, the scan
+    // tried every colon (it stops early only after `MAX_CANDIDATES`).
+    hosts.cut_prefix = candidates > 0;
+    head_end
+}
+
 /// The rest of a line whose first segment (from byte 0, message from `msg`)
 /// is in `out` and whose message holds `NCCL `. The scan of the whole line
 /// would find this prefix's candidate first (no colon before its host, none
@@ -292,14 +309,14 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
 /// message's colons: do just that part.
 #[inline(never)]
 fn second_prefixes(line: &[u8], msg: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
+    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out, &mut 0);
     0
 }
 
 /// The general path of [`split_line`]: every `:` is a possible prefix.
 pub fn split_line_scan(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
-    scan_from(line, 0, MAX_CANDIDATES, hosts, out)
+    scan_from(line, 0, MAX_CANDIDATES, hosts, out, &mut 0)
 }
 
 /// At most this many `host:pid:tid ` candidates are considered per line.
@@ -307,14 +324,22 @@ const MAX_CANDIDATES: usize = 32;
 
 /// The scan of [`split_line_scan`] over the colons from `from` on, considering
 /// at most `max` candidates, appending to `out`: a segment found cuts the
-/// last one in `out`. Returns the head end when `out` was empty.
+/// last one in `out`. Returns the head end when `out` was empty, and adds
+/// the number of `host:pid:tid ` candidates seen to `candidates`.
 ///
 /// Each candidate is taken up when the next one is found (its `NCCL LEVEL`
 /// must start before the next candidate's host), so no list of candidates
 /// is kept. The colons inside a candidate's `host:pid:tid ` are not tried:
 /// the only one, between pid and tid, is followed by digits and a space,
 /// never by digits and a colon, so it cannot start a candidate.
-fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+fn scan_from(
+    line: &[u8],
+    from: usize,
+    max: usize,
+    hosts: &mut KnownHosts,
+    out: &mut Vec<Segment>,
+    candidates: &mut usize,
+) -> usize {
     let mut head_end = line.len();
     let mut pending: Option<Candidate> = None;
     let mut n = 0;
@@ -337,6 +362,7 @@ fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: 
     if let Some(p) = pending {
         take_candidate(line, p, line.len(), hosts, out, &mut head_end);
     }
+    *candidates += n;
     if out.is_empty() {
         head_end = line.len();
     }

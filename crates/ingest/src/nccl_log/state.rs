@@ -157,6 +157,8 @@ impl LogParser {
             }
             Split::Many(head_end) => head_end,
         };
+        // Read before the rejoin below splits another line.
+        let cut_prefix = self.hosts.cut_prefix;
         if head_end == 0 && self.segs.len() == 1 {
             // One segment from the line's start, nothing before it to
             // check. A copy of the segment leaves `segs` in place.
@@ -185,7 +187,9 @@ impl LogParser {
         }
         self.fragment.clear();
         if segs.is_empty() {
-            if super::prefix::has_cut_prefix(line) {
+            // No segment: `split_first` scanned the whole line, and noted
+            // whether it held a prefix (`has_cut_prefix`'s answer).
+            if cut_prefix {
                 self.report.lost_fragments += 1;
                 return self.segs = segs;
             }
