@@ -1,6 +1,7 @@
 //! Byte-level scanning helpers shared by the text readers: integer and hex
-//! parsing without allocation, token splitting, whitespace trimming, and a
-//! one-byte search bound once to its fastest implementation.
+//! parsing without allocation, token splitting, whitespace trimming, a
+//! one-byte search bound once to its fastest implementation, and the search
+//! for `NCCL ` ([`has_nccl`], SSE2; [`NcclFinder`], AVX2 where the CPU has it).
 //!
 //! All functions take `&[u8]` and never panic on arbitrary input. The SSE2
 //! scans (equality of 16 bytes or more, the positions of a byte) are in

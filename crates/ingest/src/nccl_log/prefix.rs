@@ -7,9 +7,15 @@
 //! (`stonstone:2984738:…`). [`split_line`] finds every prefix in a line; the
 //! text up to the next prefix is that segment's message, and a segment followed
 //! by another prefix is marked `cut` (its tail is missing).
+//!
+//! This module owns the splitting (the memo shortcut, the single-prefix
+//! path, the colon scan) and the host fix-up ([`KnownHosts`]); the
+//! byte-level pieces (a `host:pid:tid ` candidate at a colon, digit runs,
+//! timestamps) are `prefix_lex`, the memo of recent prefixes `prefix_cache`.
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, is_host_byte, NcclFinder, Positions};
+use crate::bytes::{dec_u64, is_host_byte, NcclFinder, Positions};
+use lex::{candidate_at, glued_timestamp, timestamp_before};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -493,62 +499,6 @@ pub fn has_cut_prefix(text: &[u8]) -> bool {
     Positions::new(text, 0, b':').any(|i| candidate_at(text, i).is_some())
 }
 
-/// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
-/// Most colons of a message are not followed by a digit: that test is
-/// inlined, the rest is not.
-#[inline(always)]
-fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
-    if !line.get(colon + 1).is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    candidate_after_digit(line, colon)
-}
-
-/// [`candidate_at`] past its first test.
-#[inline(never)]
-fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
-    let (pid_end, pid) = digits_u32(line, colon + 1);
-    if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
-        return None;
-    }
-    let (tid_end, tid) = digits_u32(line, pid_end + 1);
-    if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
-        return None;
-    }
-    let mut hs = colon;
-    while hs > 0 && is_host_byte(line[hs - 1]) {
-        hs -= 1;
-    }
-    // Host names start with a letter or digit: `-1gdr114` is debris + host.
-    while hs < colon && !crate::bytes::is_host_start(line[hs]) {
-        hs += 1;
-    }
-    if hs == colon {
-        return None;
-    }
-    Some(Candidate { host_start: hs, host_end: colon, pid: pid?, tid: tid?, after: tid_end + 1 })
-}
-
-/// The run of decimal digits from `from`: its end, and its value as
-/// `dec_u64` and `u32::try_from` read it (`None` when it does not fit).
-/// Read in the pass that finds the end; runs over 10 digits (which fit only
-/// with leading zeros) are left to `dec_u64`.
-#[inline]
-fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
-    let mut j = from;
-    let mut v: u64 = 0;
-    while let Some(&b) = line.get(j) {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        v = v.wrapping_mul(10).wrapping_add(d as u64);
-        j += 1;
-    }
-    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
-    (j, u32::try_from(value).ok())
-}
-
 /// After `host:pid:tid `: optional `[dev] `, optional tokens (`func, line `,
 /// an elapsed time), then `NCCL LEVEL`. The `NCCL ` must start before `limit`
 /// (the next candidate) and within 160 bytes.
@@ -591,84 +541,8 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     }
 }
 
-/// NCCL prints `NCCL_DEBUG_TIMESTAMP_FORMAT`'s expansion right before the
-/// host with no separator of its own, so `%s.%6f` gives
-/// `1795693065.217944vm:566:566 [0] NCCL INFO …` (NCCL 2.28.9): a host token
-/// that starts with epoch seconds (ten digits, more in front being the tail of
-/// a line this one cut), a dot and a fraction is a timestamp glued to the real
-/// host. The fraction has as many digits as the format asked for (`%3f`,
-/// `%6f`, `%9f`); when the host itself starts with a digit the run is longer,
-/// and the widest of those shorter than the run is taken. Returns (ns, the timestamp's start, the
-/// host's start).
-fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
-    let h = &line[host_start..host_end];
-    if !h.first()?.is_ascii_digit() {
-        return None;
-    }
-    // The first `.` within 32 bytes, with only digits before it, is where
-    // the run of leading digits ends (read that way, a host that merely
-    // starts with a digit is rejected at its first non-digit).
-    let dot = h.iter().take(32).take_while(|b| b.is_ascii_digit()).count();
-    if dot < 10 || h.get(dot) != Some(&b'.') {
-        return None;
-    }
-    let secs_at = dot - 10;
-    let run = h[dot + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
-    if run == 0 || dot + 1 + run == h.len() {
-        return None; // no fraction, or no host after it
-    }
-    let frac = match run {
-        3 | 6 | 9 => run,
-        _ => [9, 6, 3].into_iter().find(|&n| n < run).unwrap_or(run),
-    };
-    let host_at = dot + 1 + frac;
-    if host_at >= h.len() || !crate::bytes::is_host_start(h[host_at]) {
-        return None;
-    }
-    let secs = dec_u64(&h[secs_at..dot])? as i64;
-    let mut ns: i64 = 0;
-    for i in 0..9 {
-        ns = ns * 10 + if i < frac { (h[dot + 1 + i] - b'0') as i64 } else { 0 };
-    }
-    Some((secs.checked_mul(1_000_000_000)?.checked_add(ns)?, host_start + secs_at, host_start + host_at))
-}
-
-/// A `%s.%6f` epoch timestamp right before the host: returns (ns, its start).
-fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
-    if host_start < 2 || line[host_start - 1] != b' ' {
-        return (None, host_start);
-    }
-    let end = host_start - 1;
-    let mut s = end;
-    while s > 0 && (line[s - 1].is_ascii_digit() || line[s - 1] == b'.') {
-        s -= 1;
-    }
-    // Epoch seconds have 10 digits (until 2286); more digits in front are
-    // the tail of a line this one cut (`opCount 41766081201.557987`).
-    if let Some(dot) = line[s..end].iter().position(|&b| b == b'.') {
-        if dot > 10 {
-            s += dot - 10;
-        }
-    }
-    let tok = &line[s..end];
-    if tok.len() < 10 || !tok.contains(&b'.') {
-        return (None, host_start);
-    }
-    match float(tok) {
-        Some(secs) if secs > 1e8 => {
-            // Split at the dot to keep microsecond precision exact.
-            let dot = tok.iter().position(|&b| b == b'.').unwrap_or(tok.len());
-            let whole = dec_u64(&tok[..dot]).unwrap_or(0) as i64;
-            let frac = &tok[(dot + 1).min(tok.len())..];
-            let mut ns: i64 = 0;
-            for i in 0..9 {
-                ns = ns * 10 + frac.get(i).map_or(0, |d| (d - b'0') as i64);
-            }
-            (Some(whole * 1_000_000_000 + ns), s)
-        }
-        _ => (None, host_start),
-    }
-}
+#[path = "prefix_lex.rs"]
+mod lex;
 
 #[cfg(test)]
 #[path = "prefix_tests.rs"]
