@@ -1,5 +1,7 @@
 //! The SSE2 scans of [`crate::bytes`], each with the scalar code it must
-//! agree with (used off x86_64, and by the exhaustive tests below).
+//! agree with (used off x86_64, and by the exhaustive tests below), and the
+//! AVX2 scan for `NCCL ` of [`crate::bytes::NcclFinder`] (run-time
+//! detected; tested against the SSE2 one and a plain search in `bytes`).
 //!
 //! SSE2 is part of the x86_64 baseline, so these need no run-time detection
 //! and inline into their callers: the slices they see (a line prefix, a line
@@ -36,6 +38,54 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// Whether `text` (32 bytes or more) contains `NCCL `: the positions of
+/// `N` 32 bytes a compare, 64 bytes a test (most messages hold no `N`),
+/// each `N` found checked for the rest. The scalar reference is
+/// `bytes::has_nccl` (and a plain search in its tests).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn has_nccl_avx2(text: &[u8]) -> bool {
+    use std::arch::x86_64::*;
+    let n = text.len();
+    assert!(n >= 32);
+    // Whether an `N` flagged in `mask` (bit k: text[at + k]) starts `NCCL `.
+    let hit = |at: usize, mask: u32| {
+        let mut m = mask;
+        while m != 0 {
+            if text[at + m.trailing_zeros() as usize..].starts_with(b"NCCL ") {
+                return true;
+            }
+            m &= m - 1;
+        }
+        false
+    };
+    let p = text.as_ptr();
+    let nn = _mm256_set1_epi8(b'N' as i8);
+    // SAFETY (all loads below): each reads text[at..at + 32] with at + 32 <= n.
+    let eq = |at: usize| _mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn);
+    let mut at = 0;
+    while at + 64 <= n {
+        let (lo, hi) = (eq(at), eq(at + 32));
+        if _mm256_movemask_epi8(_mm256_or_si256(lo, hi)) != 0
+            && (hit(at, _mm256_movemask_epi8(lo) as u32) || hit(at + 32, _mm256_movemask_epi8(hi) as u32))
+        {
+            return true;
+        }
+        at += 64;
+    }
+    if at + 32 <= n {
+        if hit(at, _mm256_movemask_epi8(eq(at)) as u32) {
+            return true;
+        }
+        at += 32;
+    }
+    // The last bytes, in a load that ends at the end (its first bytes were seen).
+    at < n && hit(n - 32, _mm256_movemask_epi8(eq(n - 32)) as u32 & (!0u32 << (at - (n - 32))))
+}
+
 /// Bit k set when `s[at + k] == needle`, for the 16 bytes from `at`
 /// (`at + 16 <= s.len()`).
 #[inline(always)]
@@ -70,7 +120,7 @@ fn mask_scalar(s: &[u8], needle: u8) -> u32 {
     s.iter().take(32).enumerate().fold(0, |m, (k, &b)| m | ((b == needle) as u32) << k)
 }
 
-/// The positions of one byte in a slice, in order, found 16 bytes at a time
+/// The positions of one byte in a slice, in order, found 32 bytes at a time
 /// (what `memchr_iter` gives, without a call per hit: the colons of a line
 /// are a handful, close together).
 pub struct Positions<'a> {
@@ -102,7 +152,11 @@ impl Iterator for Positions<'_> {
                 return None;
             }
             self.base = at;
-            if at + 16 <= n {
+            if at + 32 <= n {
+                // 32 bytes a round: half the rounds over a line's message.
+                self.mask = mask32(self.s, at, self.needle);
+                self.next = at + 32;
+            } else if at + 16 <= n {
                 self.mask = mask16(self.s, at, self.needle);
                 self.next = at + 16;
             } else {

@@ -210,12 +210,23 @@ impl MappedLines {
     /// The first newline at or after `pos` in the window (relative to it).
     #[inline(always)]
     fn next_newline(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            if self.next_block >= self.end {
-                return None;
-            }
-            self.mask = block_mask(&self.data()[self.next_block..self.end]);
-            self.next_block += 64;
+        if self.mask == 0 {
+            // The blocks without a newline (most of a line's), in locals:
+            // the fields are written back once, not on every block.
+            let (data, end) = (self.data(), self.end);
+            let mut next = self.next_block;
+            let mask = loop {
+                if next >= end {
+                    self.next_block = next;
+                    return None;
+                }
+                let m = block_mask(&data[next..end]);
+                next += 64;
+                if m != 0 {
+                    break m;
+                }
+            };
+            (self.mask, self.next_block) = (mask, next);
         }
         Some(self.next_block - 64 + self.mask.trailing_zeros() as usize)
     }

@@ -7,9 +7,15 @@
 //! (`stonstone:2984738:…`). [`split_line`] finds every prefix in a line; the
 //! text up to the next prefix is that segment's message, and a segment followed
 //! by another prefix is marked `cut` (its tail is missing).
+//!
+//! This module owns the splitting (the memo shortcut, the single-prefix
+//! path, the colon scan) and the host fix-up ([`KnownHosts`]); the
+//! byte-level pieces (a `host:pid:tid ` candidate at a colon, digit runs,
+//! timestamps) are `prefix_lex`, the memo of recent prefixes `prefix_cache`.
 
 use super::prefix_cache::PrefixCache;
-use crate::bytes::{dec_u64, float, has_nccl, is_host_byte, ByteFinder, Positions};
+use crate::bytes::{dec_u64, is_host_byte, NcclFinder, Positions};
+use lex::{candidate_at, glued_timestamp, timestamp_before};
 use memchr::memmem;
 use std::sync::LazyLock;
 
@@ -50,8 +56,13 @@ pub struct KnownHosts {
     /// Whether [`split_line`] may take its shortcuts; off, every line goes
     /// through [`split_line_scan`] (the reference the shortcuts are tested on).
     fast: bool,
-    /// Finds the `N` of `NCCL` for [`split_line`]'s second-prefix check.
-    find_n: ByteFinder,
+    /// Finds `NCCL ` for [`split_line`]'s second-prefix check.
+    nccl: NcclFinder,
+    /// Set by the last line [`split_line`] found no segment in: whether it
+    /// held a `host:pid:tid ` all the same ([`has_cut_prefix`]'s answer,
+    /// read off the scan that found no segment). Valid only right after
+    /// such a line.
+    pub(super) cut_prefix: bool,
     /// On a chunk parse (see [`super::chunk_join`]), what its answers
     /// assumed of the hosts known before it; `None` elsewhere.
     pub(super) spec: Option<Box<HostSpec>>,
@@ -85,7 +96,8 @@ impl Default for KnownHosts {
             by_pid: Default::default(),
             recent: PrefixCache::default(),
             fast: true,
-            find_n: ByteFinder::new(b'N'),
+            nccl: NcclFinder::default(),
+            cut_prefix: false,
             spec: None,
         }
     }
@@ -213,26 +225,53 @@ struct Candidate {
 /// Returns the end of the text before the first segment (`line[..head_end]`).
 #[inline]
 pub fn split_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    out.clear();
+    match split_first(line, hosts, out) {
+        Split::One(seg) => {
+            out.clear();
+            out.push(seg);
+            0
+        }
+        Split::Many(head_end) => head_end,
+    }
+}
+
+/// What [`split_first`] made of a line.
+pub enum Split {
+    /// The line is this one segment, from byte 0 (`out` was left as it was).
+    One(Segment),
+    /// The segments are in `out`; the text before the first one ends here
+    /// (as [`split_line`] returns).
+    Many(usize),
+}
+
+/// [`split_line`] that hands the common line, one segment from byte 0,
+/// back by value instead of through `out` (the reader's per-line path: no
+/// push into the vector, no copy out of it).
+#[inline(always)]
+pub fn split_first(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> Split {
     // The common case, kept lean (the rest is out of line): a prefix seen on
     // a recent line, recognised by its bytes alone, and no `NCCL ` in the
     // message (see `split_line_rest` for why that settles the line).
     if hosts.fast {
-        if let Some(msg) = hosts.recent.lookup(line, out) {
-            if !has_nccl(&line[msg..], &hosts.find_n) {
-                return 0;
+        if let Some(seg) = hosts.recent.lookup(line) {
+            let msg = seg.msg.start;
+            if !hosts.nccl.has_nccl(&line[msg..]) {
+                return Split::One(seg);
             }
-            return second_prefixes(line, msg, hosts, out);
+            out.clear();
+            out.push(seg);
+            return Split::Many(second_prefixes(line, msg, hosts, out));
         }
     }
-    split_line_rest(line, hosts, out)
+    out.clear();
+    Split::Many(split_line_rest(line, hosts, out))
 }
 
 /// [`split_line`] when the prefix memo does not know the line's start.
 #[inline(never)]
 fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     if !hosts.fast {
-        return split_line_scan(line, hosts, out);
+        return scan_line(line, hosts, out);
     }
     // Fast path, the common case: one prefix at the start of the line (after
     // an optional epoch timestamp) and no second prefix in its message, so
@@ -245,16 +284,27 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
             out.push(seg);
             msg
         }
-        None => return split_line_scan(line, hosts, out),
+        None => return scan_line(line, hosts, out),
     };
     // A second segment needs `NCCL ` in the message, after its own
     // `host:pid:tid ` (see `parse_after_tid`); without one, the scan finds
     // candidates in the message at most, none of which becomes a segment or
     // changes the first one (its `NCCL LEVEL` lies before the message).
-    if has_nccl(&line[msg..], &hosts.find_n) {
+    if hosts.nccl.has_nccl(&line[msg..]) {
         return second_prefixes(line, msg, hosts, out);
     }
     0
+}
+
+/// [`scan_from`] over the whole line, noting for a line with no segment
+/// whether it held a candidate ([`KnownHosts::cut_prefix`]).
+fn scan_line(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
+    let mut candidates = 0;
+    let head_end = scan_from(line, 0, MAX_CANDIDATES, hosts, out, &mut candidates);
+    // No candidate seen means none anywhere: with none found, the scan
+    // tried every colon (it stops early only after `MAX_CANDIDATES`).
+    hosts.cut_prefix = candidates > 0;
+    head_end
 }
 
 /// The rest of a line whose first segment (from byte 0, message from `msg`)
@@ -265,14 +315,14 @@ fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
 /// message's colons: do just that part.
 #[inline(never)]
 fn second_prefixes(line: &[u8], msg: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out);
+    scan_from(line, msg, MAX_CANDIDATES - 1, hosts, out, &mut 0);
     0
 }
 
 /// The general path of [`split_line`]: every `:` is a possible prefix.
 pub fn split_line_scan(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
     out.clear();
-    scan_from(line, 0, MAX_CANDIDATES, hosts, out)
+    scan_from(line, 0, MAX_CANDIDATES, hosts, out, &mut 0)
 }
 
 /// At most this many `host:pid:tid ` candidates are considered per line.
@@ -280,54 +330,88 @@ const MAX_CANDIDATES: usize = 32;
 
 /// The scan of [`split_line_scan`] over the colons from `from` on, considering
 /// at most `max` candidates, appending to `out`: a segment found cuts the
-/// last one in `out`. Returns the head end when `out` was empty.
-fn scan_from(line: &[u8], from: usize, max: usize, hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {
-    let mut cands: [Option<Candidate>; MAX_CANDIDATES] = [None; MAX_CANDIDATES];
+/// last one in `out`. Returns the head end when `out` was empty, and adds
+/// the number of `host:pid:tid ` candidates seen to `candidates`.
+///
+/// Each candidate is taken up when the next one is found (its `NCCL LEVEL`
+/// must start before the next candidate's host), so no list of candidates
+/// is kept. The colons inside a candidate's `host:pid:tid ` are not tried:
+/// the only one, between pid and tid, is followed by digits and a space,
+/// never by digits and a colon, so it cannot start a candidate.
+fn scan_from(
+    line: &[u8],
+    from: usize,
+    max: usize,
+    hosts: &mut KnownHosts,
+    out: &mut Vec<Segment>,
+    candidates: &mut usize,
+) -> usize {
+    let mut head_end = line.len();
+    let mut pending: Option<Candidate> = None;
     let mut n = 0;
+    let mut skip_to = from;
     for colon in Positions::new(line, from, b':') {
+        if colon < skip_to {
+            continue;
+        }
         if n == max {
             break;
         }
         if let Some(c) = candidate_at(line, colon) {
-            // A candidate inside the previous one's digits cannot happen (hosts have no ':').
-            cands[n] = Some(c);
+            if let Some(p) = pending.replace(c) {
+                take_candidate(line, p, c.host_start, hosts, out, &mut head_end);
+            }
+            skip_to = c.after;
             n += 1;
         }
     }
-    let mut head_end = line.len();
-    for k in 0..n {
-        let c = cands[k].unwrap();
-        let limit = if k + 1 < n { cands[k + 1].unwrap().host_start } else { line.len() };
-        let Some((dev, level, msg_start)) = parse_after_tid(line, c.after, limit) else { continue };
-        let (ts_ns, seg_start, host_start) = match glued_timestamp(line, c.host_start, c.host_end) {
-            Some((ns, ts_start, host)) => (Some(ns), ts_start, host),
-            None => {
-                let host_start = c.host_start + hosts.resolve(&line[c.host_start..c.host_end], c.pid);
-                let (ts_ns, seg_start) = timestamp_before(line, host_start);
-                (ts_ns, seg_start, host_start)
-            }
-        };
-        if out.is_empty() {
-            head_end = seg_start;
-        } else if let Some(prev) = out.last_mut() {
-            prev.msg.end = seg_start.max(prev.msg.start);
-            prev.cut = true;
-        }
-        out.push(Segment {
-            host: host_start..c.host_end,
-            pid: c.pid,
-            tid: c.tid,
-            dev,
-            level,
-            ts_ns,
-            msg: msg_start..line.len(),
-            cut: false,
-        });
+    if let Some(p) = pending {
+        take_candidate(line, p, line.len(), hosts, out, &mut head_end);
     }
+    *candidates += n;
     if out.is_empty() {
         head_end = line.len();
     }
     head_end
+}
+
+/// The segment of candidate `c` when its `NCCL LEVEL` starts before
+/// `limit`: appended to `out`, cutting the last one there (or, the first,
+/// setting `head_end` to its start).
+#[inline(always)]
+fn take_candidate(
+    line: &[u8],
+    c: Candidate,
+    limit: usize,
+    hosts: &mut KnownHosts,
+    out: &mut Vec<Segment>,
+    head_end: &mut usize,
+) {
+    let Some((dev, level, msg_start)) = parse_after_tid(line, c.after, limit) else { return };
+    let (ts_ns, seg_start, host_start) = match glued_timestamp(line, c.host_start, c.host_end) {
+        Some((ns, ts_start, host)) => (Some(ns), ts_start, host),
+        None => {
+            let host_start = c.host_start + hosts.resolve(&line[c.host_start..c.host_end], c.pid);
+            let (ts_ns, seg_start) = timestamp_before(line, host_start);
+            (ts_ns, seg_start, host_start)
+        }
+    };
+    if out.is_empty() {
+        *head_end = seg_start;
+    } else if let Some(prev) = out.last_mut() {
+        prev.msg.end = seg_start.max(prev.msg.start);
+        prev.cut = true;
+    }
+    out.push(Segment {
+        host: host_start..c.host_end,
+        pid: c.pid,
+        tid: c.tid,
+        dev,
+        level,
+        ts_ns,
+        msg: msg_start..line.len(),
+        cut: false,
+    });
 }
 
 /// The prefix at the very start of `line` (after an optional `%s.%6f `
@@ -415,62 +499,6 @@ pub fn has_cut_prefix(text: &[u8]) -> bool {
     Positions::new(text, 0, b':').any(|i| candidate_at(text, i).is_some())
 }
 
-/// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
-/// Most colons of a message are not followed by a digit: that test is
-/// inlined, the rest is not.
-#[inline(always)]
-fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
-    if !line.get(colon + 1).is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    candidate_after_digit(line, colon)
-}
-
-/// [`candidate_at`] past its first test.
-#[inline(never)]
-fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
-    let (pid_end, pid) = digits_u32(line, colon + 1);
-    if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
-        return None;
-    }
-    let (tid_end, tid) = digits_u32(line, pid_end + 1);
-    if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
-        return None;
-    }
-    let mut hs = colon;
-    while hs > 0 && is_host_byte(line[hs - 1]) {
-        hs -= 1;
-    }
-    // Host names start with a letter or digit: `-1gdr114` is debris + host.
-    while hs < colon && !crate::bytes::is_host_start(line[hs]) {
-        hs += 1;
-    }
-    if hs == colon {
-        return None;
-    }
-    Some(Candidate { host_start: hs, host_end: colon, pid: pid?, tid: tid?, after: tid_end + 1 })
-}
-
-/// The run of decimal digits from `from`: its end, and its value as
-/// `dec_u64` and `u32::try_from` read it (`None` when it does not fit).
-/// Read in the pass that finds the end; runs over 10 digits (which fit only
-/// with leading zeros) are left to `dec_u64`.
-#[inline]
-fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
-    let mut j = from;
-    let mut v: u64 = 0;
-    while let Some(&b) = line.get(j) {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        v = v.wrapping_mul(10).wrapping_add(d as u64);
-        j += 1;
-    }
-    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
-    (j, u32::try_from(value).ok())
-}
-
 /// After `host:pid:tid `: optional `[dev] `, optional tokens (`func, line `,
 /// an elapsed time), then `NCCL LEVEL`. The `NCCL ` must start before `limit`
 /// (the next candidate) and within 160 bytes.
@@ -513,84 +541,8 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     }
 }
 
-/// NCCL prints `NCCL_DEBUG_TIMESTAMP_FORMAT`'s expansion right before the
-/// host with no separator of its own, so `%s.%6f` gives
-/// `1795693065.217944vm:566:566 [0] NCCL INFO …` (NCCL 2.28.9): a host token
-/// that starts with epoch seconds (ten digits, more in front being the tail of
-/// a line this one cut), a dot and a fraction is a timestamp glued to the real
-/// host. The fraction has as many digits as the format asked for (`%3f`,
-/// `%6f`, `%9f`); when the host itself starts with a digit the run is longer,
-/// and the widest of those shorter than the run is taken. Returns (ns, the timestamp's start, the
-/// host's start).
-fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
-    let h = &line[host_start..host_end];
-    if !h.first()?.is_ascii_digit() {
-        return None;
-    }
-    // The first `.` within 32 bytes, with only digits before it, is where
-    // the run of leading digits ends (read that way, a host that merely
-    // starts with a digit is rejected at its first non-digit).
-    let dot = h.iter().take(32).take_while(|b| b.is_ascii_digit()).count();
-    if dot < 10 || h.get(dot) != Some(&b'.') {
-        return None;
-    }
-    let secs_at = dot - 10;
-    let run = h[dot + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
-    if run == 0 || dot + 1 + run == h.len() {
-        return None; // no fraction, or no host after it
-    }
-    let frac = match run {
-        3 | 6 | 9 => run,
-        _ => [9, 6, 3].into_iter().find(|&n| n < run).unwrap_or(run),
-    };
-    let host_at = dot + 1 + frac;
-    if host_at >= h.len() || !crate::bytes::is_host_start(h[host_at]) {
-        return None;
-    }
-    let secs = dec_u64(&h[secs_at..dot])? as i64;
-    let mut ns: i64 = 0;
-    for i in 0..9 {
-        ns = ns * 10 + if i < frac { (h[dot + 1 + i] - b'0') as i64 } else { 0 };
-    }
-    Some((secs.checked_mul(1_000_000_000)?.checked_add(ns)?, host_start + secs_at, host_start + host_at))
-}
-
-/// A `%s.%6f` epoch timestamp right before the host: returns (ns, its start).
-fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
-    if host_start < 2 || line[host_start - 1] != b' ' {
-        return (None, host_start);
-    }
-    let end = host_start - 1;
-    let mut s = end;
-    while s > 0 && (line[s - 1].is_ascii_digit() || line[s - 1] == b'.') {
-        s -= 1;
-    }
-    // Epoch seconds have 10 digits (until 2286); more digits in front are
-    // the tail of a line this one cut (`opCount 41766081201.557987`).
-    if let Some(dot) = line[s..end].iter().position(|&b| b == b'.') {
-        if dot > 10 {
-            s += dot - 10;
-        }
-    }
-    let tok = &line[s..end];
-    if tok.len() < 10 || !tok.contains(&b'.') {
-        return (None, host_start);
-    }
-    match float(tok) {
-        Some(secs) if secs > 1e8 => {
-            // Split at the dot to keep microsecond precision exact.
-            let dot = tok.iter().position(|&b| b == b'.').unwrap_or(tok.len());
-            let whole = dec_u64(&tok[..dot]).unwrap_or(0) as i64;
-            let frac = &tok[(dot + 1).min(tok.len())..];
-            let mut ns: i64 = 0;
-            for i in 0..9 {
-                ns = ns * 10 + frac.get(i).map_or(0, |d| (d - b'0') as i64);
-            }
-            (Some(whole * 1_000_000_000 + ns), s)
-        }
-        _ => (None, host_start),
-    }
-}
+#[path = "prefix_lex.rs"]
+mod lex;
 
 #[cfg(test)]
 #[path = "prefix_tests.rs"]

@@ -59,11 +59,12 @@ struct Entry {
 }
 
 pub struct PrefixCache {
-    /// Set `i` is `slots[WAYS * i..WAYS * (i + 1)]`.
-    slots: Box<[Entry]>,
+    /// Set `i` is `slots[i]`. Arrays of a fixed size: a set index, being
+    /// under [`SETS`] by construction, then needs no bounds check.
+    slots: Box<[[Entry; WAYS]; SETS]>,
     /// Per set, the way that answered or was filled last (the other one is
     /// replaced).
-    last: Box<[u8]>,
+    last: [u8; SETS],
 }
 
 impl Default for PrefixCache {
@@ -78,7 +79,7 @@ impl Default for PrefixCache {
             dev: None,
             level: Level::Info,
         };
-        PrefixCache { slots: (0..SETS * WAYS).map(|_| vacant()).collect(), last: vec![0; SETS].into() }
+        PrefixCache { slots: Box::new(std::array::from_fn(|_| std::array::from_fn(|_| vacant()))), last: [0; SETS] }
     }
 }
 
@@ -111,10 +112,10 @@ fn set_of(head: u64, key: [u64; 2]) -> usize {
 }
 
 impl PrefixCache {
-    /// When `line` starts with a remembered prefix, appends its segment to
-    /// `out` and returns where the message starts.
+    /// When `line` starts with a remembered prefix, its segment (the
+    /// message from the prefix's end to the line's end).
     #[inline(always)]
-    pub fn lookup(&mut self, line: &[u8], out: &mut Vec<Segment>) -> Option<usize> {
+    pub fn lookup(&mut self, line: &[u8]) -> Option<Segment> {
         if line.len() < MIN_PREFIX {
             return None;
         }
@@ -122,7 +123,7 @@ impl PrefixCache {
         let (head, key) = (word(line, 0), [word(line, at), word(line, at + 8)]);
         let set = set_of(head, key);
         let way = (0..WAYS).find(|&w| {
-            let e = &self.slots[WAYS * set + w];
+            let e = &self.slots[set][w];
             let n = e.bytes.len();
             // A filled entry's prefix is at least MIN_PREFIX bytes, and its
             // key lies at `at` when the line starts with it (same first space).
@@ -133,9 +134,9 @@ impl PrefixCache {
                 && crate::bytes::eq_words(&line[..n], &e.bytes)
         })?;
         self.last[set] = way as u8;
-        let e = &self.slots[WAYS * set + way];
+        let e = &self.slots[set][way];
         let n = e.bytes.len();
-        out.push(Segment {
+        Some(Segment {
             host: 0..e.host_end,
             pid: e.pid,
             tid: e.tid,
@@ -144,8 +145,7 @@ impl PrefixCache {
             ts_ns: None,
             msg: n..line.len(),
             cut: false,
-        });
-        Some(n)
+        })
     }
 
     /// Remembers the prefix of `seg`, the single prefix that `line` starts
@@ -165,12 +165,12 @@ impl PrefixCache {
         let (head, key) = (word(line, 0), [word(line, at), word(line, at + 8)]);
         // The slot's buffer is reused: no allocation once it is large enough.
         let set = set_of(head, key);
-        let way = match (0..WAYS).find(|&w| self.slots[WAYS * set + w].bytes.is_empty()) {
+        let way = match (0..WAYS).find(|&w| self.slots[set][w].bytes.is_empty()) {
             Some(w) => w,
             None => (self.last[set] as usize + 1) % WAYS,
         };
         self.last[set] = way as u8;
-        let e = &mut self.slots[WAYS * set + way];
+        let e = &mut self.slots[set][way];
         e.bytes.clear();
         e.bytes.extend_from_slice(prefix);
         (e.head, e.key) = (head, key);

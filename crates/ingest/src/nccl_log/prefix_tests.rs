@@ -278,3 +278,42 @@ fn host_strings_are_distinct_and_readable() {
     assert_eq!(host_string(b"node-1"), "node-1");
     assert_ne!(host_string(b"gpu\xe9x"), host_string(b"cpu\xe9x"));
 }
+
+/// A line with no segment: what the scan noted (`KnownHosts::cut_prefix`)
+/// is `has_cut_prefix`'s answer, shortcuts on and off, for random lines
+/// dense in colons and digits and for lines with more candidates than the
+/// scan considers.
+#[test]
+fn cut_prefix_noted_by_the_scan_is_has_cut_prefix() {
+    let mut x: u64 = 0x2545f4914f6cdd1d;
+    let alphabet = b"ab1:: 9-x.";
+    let mut lines: Vec<Vec<u8>> = (0..4000)
+        .map(|i| {
+            (0..i % 120)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect()
+        })
+        .collect();
+    lines.push(b"a:1:1 ".repeat(40));
+    lines.push([&b"x".repeat(40)[..], &b"a:1:1 ".repeat(40), b"NCCL INFO hi"].concat());
+    lines.push(b"ncclIbAccept(), transport/net_ib.cc:1537, NCCL RDMA server accept".to_vec());
+    lines.push(b"stone:2984736:2".to_vec());
+    let mut empty = 0;
+    for fast in [true, false] {
+        let mut hosts = KnownHosts::with_fast_paths(fast);
+        let mut out = Vec::new();
+        for line in &lines {
+            split_line(line, &mut hosts, &mut out);
+            if out.is_empty() {
+                empty += 1;
+                assert_eq!(hosts.cut_prefix, has_cut_prefix(line), "{}", String::from_utf8_lossy(line));
+            }
+        }
+    }
+    assert!(empty > 1000);
+}

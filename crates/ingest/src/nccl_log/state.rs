@@ -17,7 +17,7 @@
 
 use super::init::{self, ChannelLine};
 use super::ops::{self, OpLine};
-use super::prefix::{split_line, KnownHosts, Level, Segment};
+use super::prefix::{split_first, split_line, KnownHosts, Level, Segment, Split};
 use super::report::{message_kind_in, ReadReport, KIND_MAX};
 use super::state_ops::SegInfo;
 use super::topo::{TopoLine, TopoParser};
@@ -148,10 +148,20 @@ impl LogParser {
     /// Feeds one physical line (1-based number `line_no`).
     #[inline]
     pub fn feed_line(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        let head_end = split_line(line, &mut self.hosts, &mut self.segs);
+        let head_end = match split_first(line, &mut self.hosts, &mut self.segs) {
+            // Most lines: one segment from the line's start, handed over by
+            // value (nothing before it to check).
+            Split::One(seg) => {
+                self.fragment.clear();
+                return self.handle_segment(line, &seg, line_no, sink);
+            }
+            Split::Many(head_end) => head_end,
+        };
+        // Read before the rejoin below splits another line.
+        let cut_prefix = self.hosts.cut_prefix;
         if head_end == 0 && self.segs.len() == 1 {
-            // Most lines: one segment from the line's start, nothing before
-            // it to check. A copy of the segment leaves `segs` in place.
+            // One segment from the line's start, nothing before it to
+            // check. A copy of the segment leaves `segs` in place.
             self.fragment.clear();
             let seg = self.segs[0].clone();
             return self.handle_segment(line, &seg, line_no, sink);
@@ -177,7 +187,9 @@ impl LogParser {
         }
         self.fragment.clear();
         if segs.is_empty() {
-            if super::prefix::has_cut_prefix(line) {
+            // No segment: `split_first` scanned the whole line, and noted
+            // whether it held a prefix (`has_cut_prefix`'s answer).
+            if cut_prefix {
                 self.report.lost_fragments += 1;
                 return self.segs = segs;
             }
@@ -220,7 +232,7 @@ impl LogParser {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn handle_segment(&mut self, line: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         self.report.nccl_segments += 1;
         let proc = self.process(line, seg);
@@ -245,7 +257,7 @@ impl LogParser {
     }
 
     /// Finds or creates the process of a segment (cached for runs of lines).
-    #[inline]
+    #[inline(always)]
     fn process(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
         let host = &line[seg.host.clone()];
         if let Some((_, _, pid, p)) = self.last_proc {

@@ -17,11 +17,14 @@ pub(super) struct NodeRef<'a> {
 /// `GPU/0-17000`, `PCI/C000`, `NET/0`: an upper-case type name, `/`, and an id of the
 /// form `hex` or `hex-hex`. A second `-` is not taken (it starts a `--LINK->` step).
 pub(super) fn node_ref(s: &[u8]) -> Option<NodeRef<'_>> {
-    let (name, rest) = upper_word(s)?;
-    if !name.iter().all(u8::is_ascii_uppercase) {
+    // The name is `upper_word` with letters only: 1 to 8 upper-case letters
+    // right before the `/` (a digit or a ninth letter there fails either
+    // way, as `/` is neither).
+    let n = s.iter().take(9).take_while(|b| b.is_ascii_uppercase()).count();
+    if n == 0 || n > 8 || s.get(n) != Some(&b'/') {
         return None;
     }
-    let rest = rest.strip_prefix(b"/")?;
+    let (name, rest) = (&s[..n], &s[n + 1..]);
     let mut n = hex_len(rest);
     if n == 0 {
         return None;

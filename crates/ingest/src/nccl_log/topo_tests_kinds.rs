@@ -100,3 +100,53 @@ fn chain_kinds_follow_nccl_path_types() {
     ]);
     assert_eq!(bad, 1);
 }
+
+/// `node_ref` (its name read as one run of upper-case letters) against the
+/// reading it replaced (`upper_word`, then letters only): every string of
+/// up to 6 bytes over an alphabet of letters, digits and the separators.
+#[test]
+fn node_ref_reads_names_as_upper_word_did() {
+    use crate::nccl_log::topo_lex::{node_ref, upper_word};
+    let reference = |s: &[u8]| -> Option<(NodeKind, Vec<u8>, Vec<u8>)> {
+        let (name, rest) = upper_word(s)?;
+        if !name.iter().all(u8::is_ascii_uppercase) {
+            return None;
+        }
+        let rest = rest.strip_prefix(b"/")?;
+        // The id, as node_ref reads it (unchanged).
+        let r = node_ref([b"X/", rest].concat().as_slice()).map(|r| (r.id.to_vec(), r.rest.to_vec()));
+        let (id, tail) = r?;
+        Some((NodeKind::from_name(name), id, tail))
+    };
+    let alphabet = b"GPUC0a/- 9";
+    let mut s = Vec::new();
+    for len in 0..=6u32 {
+        for mut code in 0..(alphabet.len() as u64).pow(len) {
+            s.clear();
+            for _ in 0..len {
+                s.push(alphabet[(code % alphabet.len() as u64) as usize]);
+                code /= alphabet.len() as u64;
+            }
+            let got = node_ref(&s).map(|r| (r.kind, r.id.to_vec(), r.rest.to_vec()));
+            assert_eq!(got, reference(&s), "{:?}", String::from_utf8_lossy(&s));
+        }
+    }
+    // Names of 8 and 9 letters.
+    assert!(node_ref(b"ABCDEFGH/0").is_some());
+    assert!(node_ref(b"ABCDEFGHI/0").is_none());
+    assert!(node_ref(b"ABCDEFG1/0").is_none());
+}
+
+/// Distinct ids of up to 15 bytes get distinct keys; longer ones none.
+#[test]
+fn id_keys_tell_ids_apart() {
+    use crate::nccl_log::topo_block::id_key;
+    let ids: Vec<&[u8]> = vec![b"", b"0", b"00", b"0\0", b"0-17000", b"0-1700", b"F000", b"f000", b"0123456789abcde"];
+    let keys: Vec<u128> = ids.iter().map(|id| id_key(id).unwrap()).collect();
+    for i in 0..keys.len() {
+        for j in 0..keys.len() {
+            assert_eq!(keys[i] == keys[j], i == j, "{:?} {:?}", ids[i], ids[j]);
+        }
+    }
+    assert_eq!(id_key(b"0123456789abcdef"), None);
+}

@@ -1,0 +1,240 @@
+//! Byte-level pieces of the line prefix (see [`super`]): the `host:pid:tid `
+//! candidates found at a colon (the digit runs read 8 bytes at a time, with
+//! the byte-at-a-time reference they are tested against) and the epoch
+//! timestamps before a host, glued to it or not.
+
+use super::Candidate;
+use crate::bytes::{dec_u64, float, is_host_byte};
+
+/// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
+/// Most colons of a message are not followed by a digit: that test is
+/// inlined, the rest is not.
+#[inline(always)]
+pub(super) fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
+    if !line.get(colon + 1).is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
+    candidate_after_digit(line, colon)
+}
+
+/// [`candidate_at`] past its first test.
+#[inline(never)]
+fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
+    let (pid_end, pid) = digits_u32(line, colon + 1);
+    if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
+        return None;
+    }
+    let (tid_end, tid) = digits_u32(line, pid_end + 1);
+    if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
+        return None;
+    }
+    let mut hs = colon;
+    while hs > 0 && is_host_byte(line[hs - 1]) {
+        hs -= 1;
+    }
+    // Host names start with a letter or digit: `-1gdr114` is debris + host.
+    while hs < colon && !crate::bytes::is_host_start(line[hs]) {
+        hs += 1;
+    }
+    if hs == colon {
+        return None;
+    }
+    Some(Candidate { host_start: hs, host_end: colon, pid: pid?, tid: tid?, after: tid_end + 1 })
+}
+
+/// The run of decimal digits from `from`: its end, and its value as
+/// `dec_u64` and `u32::try_from` read it (`None` when it does not fit).
+/// Where the line has 8 bytes from `from`, they are tested and read at
+/// once (pids and tids have about 7 digits); the rest of a longer run, and
+/// the end of a line, byte by byte as [`digits_u32_scalar`] reads them.
+#[inline]
+fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
+    let (mut j, mut v) = (from, 0u64);
+    if let Some(w) = line.get(from..from + 8) {
+        // Each byte minus `0` (as xor: digits are 0x30..=0x39).
+        let x = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ 0x3030_3030_3030_3030;
+        // The high bit of each byte that is no digit (above 9, or above
+        // 0x7f). A carry out of the add only leaves such a byte, so it
+        // changes only bytes after the first non-digit, which are not read.
+        let non = (x.wrapping_add(0x7676_7676_7676_7676) | x) & 0x8080_8080_8080_8080;
+        if non != 0 {
+            let n = (non.trailing_zeros() / 8) as usize;
+            if n == 0 {
+                return (from, Some(0));
+            }
+            // The n digits moved to the top, zeros (leading) below them.
+            return (from + n, Some(eight_digits(x << (8 * (8 - n))) as u32));
+        }
+        (j, v) = (from + 8, eight_digits(x));
+    }
+    while let Some(&b) = line.get(j) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(d as u64);
+        j += 1;
+    }
+    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
+    (j, u32::try_from(value).ok())
+}
+
+/// The value of 8 digits, one per byte (0 to 9, the first, most
+/// significant, in the lowest byte): pairs, then quads, then the whole.
+#[inline(always)]
+fn eight_digits(x: u64) -> u64 {
+    let x = ((x & 0x000f_000f_000f_000f) * 10) + ((x & 0x0f00_0f00_0f00_0f00) >> 8);
+    let x = ((x & 0x0000_00ff_0000_00ff) * 100) + ((x & 0x00ff_0000_00ff_0000) >> 16);
+    ((x & 0x0000_0000_0000_ffff) * 10000) + ((x & 0x0000_ffff_0000_0000) >> 32)
+}
+
+/// [`digits_u32`] a byte at a time: the reference it is tested against.
+#[cfg(test)]
+fn digits_u32_scalar(line: &[u8], from: usize) -> (usize, Option<u32>) {
+    let mut j = from;
+    let mut v: u64 = 0;
+    while let Some(&b) = line.get(j) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(d as u64);
+        j += 1;
+    }
+    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
+    (j, u32::try_from(value).ok())
+}
+
+/// NCCL prints `NCCL_DEBUG_TIMESTAMP_FORMAT`'s expansion right before the
+/// host with no separator of its own, so `%s.%6f` gives
+/// `1795693065.217944vm:566:566 [0] NCCL INFO …` (NCCL 2.28.9): a host token
+/// that starts with epoch seconds (ten digits, more in front being the tail of
+/// a line this one cut), a dot and a fraction is a timestamp glued to the real
+/// host. The fraction has as many digits as the format asked for (`%3f`,
+/// `%6f`, `%9f`); when the host itself starts with a digit the run is longer,
+/// and the widest of those shorter than the run is taken. Returns (ns, the timestamp's start, the
+/// host's start).
+pub(super) fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
+    let h = &line[host_start..host_end];
+    if !h.first()?.is_ascii_digit() {
+        return None;
+    }
+    // The first `.` within 32 bytes, with only digits before it, is where
+    // the run of leading digits ends (read that way, a host that merely
+    // starts with a digit is rejected at its first non-digit).
+    let dot = h.iter().take(32).take_while(|b| b.is_ascii_digit()).count();
+    if dot < 10 || h.get(dot) != Some(&b'.') {
+        return None;
+    }
+    let secs_at = dot - 10;
+    let run = h[dot + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if run == 0 || dot + 1 + run == h.len() {
+        return None; // no fraction, or no host after it
+    }
+    let frac = match run {
+        3 | 6 | 9 => run,
+        _ => [9, 6, 3].into_iter().find(|&n| n < run).unwrap_or(run),
+    };
+    let host_at = dot + 1 + frac;
+    if host_at >= h.len() || !crate::bytes::is_host_start(h[host_at]) {
+        return None;
+    }
+    let secs = dec_u64(&h[secs_at..dot])? as i64;
+    let mut ns: i64 = 0;
+    for i in 0..9 {
+        ns = ns * 10 + if i < frac { (h[dot + 1 + i] - b'0') as i64 } else { 0 };
+    }
+    Some((secs.checked_mul(1_000_000_000)?.checked_add(ns)?, host_start + secs_at, host_start + host_at))
+}
+
+/// A `%s.%6f` epoch timestamp right before the host: returns (ns, its start).
+pub(super) fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
+    if host_start < 2 || line[host_start - 1] != b' ' {
+        return (None, host_start);
+    }
+    let end = host_start - 1;
+    let mut s = end;
+    while s > 0 && (line[s - 1].is_ascii_digit() || line[s - 1] == b'.') {
+        s -= 1;
+    }
+    // Epoch seconds have 10 digits (until 2286); more digits in front are
+    // the tail of a line this one cut (`opCount 41766081201.557987`).
+    if let Some(dot) = line[s..end].iter().position(|&b| b == b'.') {
+        if dot > 10 {
+            s += dot - 10;
+        }
+    }
+    let tok = &line[s..end];
+    if tok.len() < 10 || !tok.contains(&b'.') {
+        return (None, host_start);
+    }
+    match float(tok) {
+        Some(secs) if secs > 1e8 => {
+            // Split at the dot to keep microsecond precision exact.
+            let dot = tok.iter().position(|&b| b == b'.').unwrap_or(tok.len());
+            let whole = dec_u64(&tok[..dot]).unwrap_or(0) as i64;
+            let frac = &tok[(dot + 1).min(tok.len())..];
+            let mut ns: i64 = 0;
+            for i in 0..9 {
+                ns = ns * 10 + frac.get(i).map_or(0, |d| (d - b'0') as i64);
+            }
+            (Some(whole * 1_000_000_000 + ns), s)
+        }
+        _ => (None, host_start),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `digits_u32` against its byte-at-a-time reference: runs of every
+    /// length up to 20 (each digit value in each position, all nines, all
+    /// zeros) at every offset, followed by each kind of byte that ends a
+    /// run (or by the line's end) and by bytes that make the 8-byte test
+    /// carry; then random lines.
+    #[test]
+    fn digits_u32_matches_the_scalar_read() {
+        let enders: &[u8] = &[b'/', b':', b' ', b'a', b'.', 0x80, 0xb0, 0xb9, 0xc9, 0xff, 0x00, 0x2f, 0x3a];
+        let mut runs: Vec<Vec<u8>> = Vec::new();
+        for n in 0..=20usize {
+            runs.push(vec![b'9'; n]);
+            runs.push(vec![b'0'; n]);
+            for at in 0..n {
+                for d in b'0'..=b'9' {
+                    let mut r = vec![b'1'; n];
+                    r[at] = d;
+                    runs.push(r);
+                }
+            }
+        }
+        for run in &runs {
+            for off in 0..3 {
+                for end in enders.iter().map(Some).chain([None]) {
+                    for tail in [&b""[..], b"99999999", b"\xff\xff\xff", b"\x80\x7f9"] {
+                        let mut line = vec![b'x'; off];
+                        line.extend_from_slice(run);
+                        if let Some(&e) = end {
+                            line.push(e);
+                            line.extend_from_slice(tail);
+                        }
+                        assert_eq!(digits_u32(&line, off), digits_u32_scalar(&line, off), "{line:?}");
+                    }
+                }
+            }
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let line: Vec<u8> = (0..(x % 24) as usize).map(|i| {
+                let b = (x >> (i * 5 % 60)) as u8;
+                if b % 4 == 0 { b } else { b'0' + b % 10 }
+            }).collect();
+            for from in 0..=line.len() {
+                assert_eq!(digits_u32(&line, from), digits_u32_scalar(&line, from), "{line:?} {from}");
+            }
+        }
+    }
+}
