@@ -31,6 +31,8 @@ use std::collections::VecDeque;
 pub(super) const SAMPLE_CHARS: usize = crate::bytes::EXCERPT_CHARS;
 /// Ops, tuning lines etc. that matched nothing are ignored beyond this backlog.
 const MAX_FRAGMENT: usize = 512;
+/// Processes remembered by `process_lookup` besides the last one.
+const RECENT_PROCS: usize = 4;
 
 #[derive(Default)]
 pub(super) struct ThreadState {
@@ -92,6 +94,12 @@ pub struct LogParser {
     pub(super) proc_index: HashMap<(Box<[u8]>, u32), ProcIdx>,
     pub(super) procs: Vec<ProcState>,
     last_proc: Option<(usize, usize, u32, ProcIdx)>,
+    /// The processes of the last few `process_lookup` answers: logs that
+    /// interleave several processes switch between a handful, and a pid
+    /// compare plus a short host compare is cheaper than hashing a boxed key.
+    recent_procs: [Option<ProcIdx>; RECENT_PROCS],
+    /// The slot of `recent_procs` filled next (round robin).
+    recent_next: usize,
     /// Version printed without a prefix (`NCCL version 2.20.5+cuda12.4`).
     pub(super) bare_version: Option<NcclVersion>,
     segs: Vec<Segment>,
@@ -132,6 +140,8 @@ impl LogParser {
             proc_index: HashMap::default(),
             procs: Vec::new(),
             last_proc: None,
+            recent_procs: [None; RECENT_PROCS],
+            recent_next: 0,
             bare_version: None,
             segs: Vec::with_capacity(4),
             recent_comms: [(None, CommIdx(0)); 2],
@@ -272,6 +282,17 @@ impl LogParser {
     #[inline(never)]
     fn process_lookup(&mut self, line: &[u8], seg: &Segment) -> ProcIdx {
         let host = &line[seg.host.clone()];
+        // The table's host is the exact bytes unless they are invalid UTF-8
+        // (then spelled `\xNN`, never equal to raw bytes): an equal host and
+        // pid is the entry `proc_index` holds for this key.
+        let recent = self.recent_procs.iter().flatten().copied().find(|p| {
+            let pr = &self.table.processes[p.ix()];
+            pr.pid == seg.pid && short_eq(pr.host.as_bytes(), host)
+        });
+        if let Some(p) = recent {
+            self.last_proc = Some((seg.host.start, seg.host.end, seg.pid, p));
+            return p;
+        }
         let key: (Box<[u8]>, u32) = (host.into(), seg.pid);
         let p = match self.proc_index.get(&key) {
             Some(&p) => p,
@@ -291,6 +312,8 @@ impl LogParser {
                 p
             }
         };
+        self.recent_procs[self.recent_next] = Some(p);
+        self.recent_next = (self.recent_next + 1) % RECENT_PROCS;
         self.last_proc = Some((seg.host.start, seg.host.end, seg.pid, p));
         p
     }
