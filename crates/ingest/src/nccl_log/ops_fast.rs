@@ -82,7 +82,11 @@ fn parse_comm_tail(tail: &[u8]) -> Option<CommTail> {
 /// `None` on any deviation (the caller then runs it): every token is read
 /// where it stands and must end where splitting at spaces would end it.
 pub(super) fn parse_tuning_canonical(msg: &[u8]) -> Option<TuningLine> {
-    let colon = colon_in_24(msg)?;
+    parse_tuning_canonical_at(msg, colon_in_24(msg)?)
+}
+
+/// [`parse_tuning_canonical`] given the first colon among the first 24 bytes.
+pub(super) fn parse_tuning_canonical_at(msg: &[u8], colon: usize) -> Option<TuningLine> {
     let kind = OpKind::from_name(&msg[..colon])?;
     let mut c = Cursor { s: msg, p: colon + 1 };
     c.lit(b" ")?;

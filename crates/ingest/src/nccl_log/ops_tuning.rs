@@ -22,7 +22,13 @@ pub struct TuningLine {
 /// Cheap shape test: `<Name>: <spaces><digit>… Bytes -> …`.
 #[inline]
 pub fn looks_like_tuning_line(msg: &[u8]) -> bool {
-    let Some(colon) = colon_in_24(msg) else { return false };
+    colon_in_24(msg).is_some_and(|colon| looks_like_tuning_at(msg, colon))
+}
+
+/// [`looks_like_tuning_line`] given the first colon among the first 24
+/// bytes (the reader has it from its opCount test: one search per line).
+#[inline]
+pub(super) fn looks_like_tuning_at(msg: &[u8], colon: usize) -> bool {
     let rest = &msg[colon + 1..];
     let digits = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
     if !rest.get(digits).is_some_and(u8::is_ascii_digit) {
@@ -35,7 +41,11 @@ pub fn looks_like_tuning_line(msg: &[u8]) -> bool {
 }
 
 pub fn parse_tuning_line(msg: &[u8]) -> Option<TuningLine> {
-    let colon = colon_in_24(msg)?;
+    parse_tuning_at(msg, colon_in_24(msg)?)
+}
+
+/// [`parse_tuning_line`] given the first colon among the first 24 bytes.
+pub(super) fn parse_tuning_at(msg: &[u8], colon: usize) -> Option<TuningLine> {
     let kind = OpKind::from_name(&msg[..colon])?;
     let mut toks = crate::bytes::tokens(&msg[colon + 1..]);
     let bytes = dec_u64(toks.next()?)?;

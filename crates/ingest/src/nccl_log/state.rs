@@ -384,8 +384,13 @@ impl LogParser {
                 }
             }
         }
-        if let Some(colon) = ops::is_op_line(msg) {
-            return self.op_line(proc, msg, colon, seg, line_no, sink);
+        // The first colon, where an operation's name ends: searched once for
+        // the opCount test and the tuning line's (same as `ops::is_op_line`).
+        let colon = ops::colon_in_24(msg);
+        if let Some(colon) = colon {
+            if msg[colon + 1..].starts_with(b" opCount ") {
+                return self.op_line(proc, msg, colon, seg, line_no, sink);
+            }
         }
         if seg.cut {
             // Partial init lines still carry useful fields.
@@ -395,9 +400,9 @@ impl LogParser {
             }
             return;
         }
-        if ops::looks_like_tuning_line(msg) {
-            let fast = if self.fast { super::ops_fast::parse_tuning_canonical(msg) } else { None };
-            match fast.or_else(|| ops::parse_tuning_line(msg)) {
+        if let Some(colon) = colon.filter(|&c| super::ops_tuning::looks_like_tuning_at(msg, c)) {
+            let fast = if self.fast { super::ops_fast::parse_tuning_canonical_at(msg, colon) } else { None };
+            match fast.or_else(|| super::ops_tuning::parse_tuning_at(msg, colon)) {
                 Some(t) => self.tuning_line(proc, seg.tid, &t, sink),
                 None => self.report.malformed.add("tuning", line_no, || sample(msg, SAMPLE_CHARS)),
             }
