@@ -213,6 +213,21 @@ impl NcclFinder {
     }
 }
 
+/// Whether an `N` flagged in `mask` (bit k: `text[at + k]`) starts `NCCL `:
+/// the check after a vector compare, shared by the SSE2 and AVX2 searches.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn nccl_at_bits(text: &[u8], at: usize, mask: u32) -> bool {
+    let mut m = mask;
+    while m != 0 {
+        if text[at + m.trailing_zeros() as usize..].starts_with(b"NCCL ") {
+            return true;
+        }
+        m &= m - 1;
+    }
+    false
+}
+
 /// [`has_nccl`] for 16 bytes or more, 16 at a time and inline: messages are
 /// short, and the call into `memchr` cost more than the scan.
 #[cfg(target_arch = "x86_64")]
@@ -220,17 +235,7 @@ impl NcclFinder {
 fn has_nccl_sse2(text: &[u8]) -> bool {
     use std::arch::x86_64::*;
     let n = text.len();
-    // Whether an `N` flagged in `mask` (bit k: text[at + k]) starts `NCCL `.
-    let hit = |at: usize, mask: u32| {
-        let mut m = mask;
-        while m != 0 {
-            if text[at + m.trailing_zeros() as usize..].starts_with(b"NCCL ") {
-                return true;
-            }
-            m &= m - 1;
-        }
-        false
-    };
+    let hit = |at: usize, mask: u32| nccl_at_bits(text, at, mask);
     // SAFETY: SSE2 is part of x86-64; each load reads text[at..at + 16] with at + 16 <= n.
     let ns = |at: usize| unsafe {
         let v = _mm_loadu_si128(text.as_ptr().add(at) as *const __m128i);

@@ -51,17 +51,7 @@ pub(super) unsafe fn has_nccl_avx2(text: &[u8]) -> bool {
     use std::arch::x86_64::*;
     let n = text.len();
     assert!(n >= 32);
-    // Whether an `N` flagged in `mask` (bit k: text[at + k]) starts `NCCL `.
-    let hit = |at: usize, mask: u32| {
-        let mut m = mask;
-        while m != 0 {
-            if text[at + m.trailing_zeros() as usize..].starts_with(b"NCCL ") {
-                return true;
-            }
-            m &= m - 1;
-        }
-        false
-    };
+    let hit = |at: usize, mask: u32| crate::bytes::nccl_at_bits(text, at, mask);
     let p = text.as_ptr();
     let nn = _mm256_set1_epi8(b'N' as i8);
     // SAFETY (all loads below): each reads text[at..at + 32] with at + 32 <= n.

@@ -9,10 +9,10 @@
 //! every line of a thread.
 //! [`parse_op_fields_fast`] reads the fields of a line cut by another writer:
 //! the canonical fields as far as they go, then the general key/value loop for
-//! the rest. [`parse_tuning_canonical`] does the same for the tuning line.
+//! the rest. [`parse_tuning_canonical_at`] does the same for the tuning line.
 //! The tests in `tests/fast_paths.rs` read every real log both ways.
 
-use super::ops::{colon_in_24, continue_op_fields, decode_algo, decode_proto, take_sign, OpLine, OpLineError, SignedDec, TuningLine};
+use super::ops::{continue_op_fields, decode_algo, decode_proto, take_sign, OpLine, OpLineError, SignedDec, TuningLine};
 use super::state_ops::CanonOp;
 use crate::bytes::{eq_words, hex_digit};
 use commlens_core::OpKind;
@@ -81,11 +81,7 @@ fn parse_comm_tail(tail: &[u8]) -> Option<CommTail> {
 /// ending the message. Gives exactly what [`parse_tuning_line`] gives, or
 /// `None` on any deviation (the caller then runs it): every token is read
 /// where it stands and must end where splitting at spaces would end it.
-pub(super) fn parse_tuning_canonical(msg: &[u8]) -> Option<TuningLine> {
-    parse_tuning_canonical_at(msg, colon_in_24(msg)?)
-}
-
-/// [`parse_tuning_canonical`] given the first colon among the first 24 bytes.
+/// `colon` is the first colon among the first 24 bytes (the caller has it).
 pub(super) fn parse_tuning_canonical_at(msg: &[u8], colon: usize) -> Option<TuningLine> {
     let kind = OpKind::from_name(&msg[..colon])?;
     let mut c = Cursor { s: msg, p: colon + 1 };
