@@ -38,6 +38,7 @@ impl Cell {
         self.ops - self.unknown_size
     }
 
+    #[inline]
     pub(crate) fn add(&mut self, size: Option<u64>, recovered: bool) {
         let Some(bytes) = size else {
             self.ops += 1;
