@@ -25,7 +25,7 @@
 
 use super::chunk_join::ChunkMaps;
 use super::chunk_order::Joiner;
-use super::prefix::{split_line, KnownHosts};
+use super::prefix::{learn_hosts, KnownHosts};
 use super::{LogParser, ReadOptions, ReadReport};
 use crate::error::IngestError;
 use crate::nccl_tests::KeptLines;
@@ -325,7 +325,10 @@ const LOOKAHEAD: usize = 4;
 /// a quarter of a chunk, at most this. Those bytes are split twice (1 MiB
 /// cost 3 % of `stats`' instructions on the bench log; 512 KiB half that),
 /// but 256 KiB missed spellings: 3 of its 48 chunks read again by the join
-/// ("host names with debris"), none at 512 KiB, more work in all.
+/// ("host names with debris"), none at 512 KiB, more work in all. Lines
+/// that start with a prefix seen before are passed over
+/// ([`super::prefix::learn_hosts`]): 19.4 -> 14 M instructions for the 12
+/// chunks of the 100 MB bench log, no chunk read again.
 const SEED_BYTES: u64 = 1 << 19;
 
 /// Host spellings to seed a chunk starting at byte `start` with: the
@@ -350,7 +353,7 @@ pub(super) fn seed_hosts(
     while let Some(line) = src.next_line()? {
         // The first line may start mid-way.
         if std::mem::replace(&mut whole, true) {
-            split_line(line, &mut hosts, &mut segs);
+            learn_hosts(line, &mut hosts, &mut segs);
         }
     }
     Ok(hosts.clean_spellings())
