@@ -98,6 +98,11 @@ pub(super) struct HostSpec {
 impl HostSpec {
     /// `host` of `pid` was answered as debris of a known spelling.
     fn note_debris(&mut self, pid: u32, host: &[u8]) {
+        // The same answer as the last one (a cut line's debris repeats on
+        // the lines of one burst): the key built last time is it.
+        if self.key.len() == host.len() + 4 && self.key[..4] == pid.to_le_bytes() && &self.key[4..] == host {
+            return;
+        }
         self.key.clear();
         self.key.extend_from_slice(&pid.to_le_bytes());
         self.key.extend_from_slice(host);
