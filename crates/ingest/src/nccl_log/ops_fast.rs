@@ -140,7 +140,7 @@ const MAX_TAIL: usize = 128;
 /// Byte strings with their value, most recently used first; boxed, so that
 /// reordering moves pointers, and reused, so that a miss allocates nothing
 /// once the memo is full.
-struct Recent<T> {
+pub(super) struct Recent<T> {
     entries: Vec<Box<(usize, [u8; MAX_TAIL], T)>>,
 }
 
@@ -153,7 +153,7 @@ impl<T> Default for Recent<T> {
 impl<T: Copy + Default> Recent<T> {
     // Inlined: called as a function it cost 40 % more (measured).
     #[inline(always)]
-    fn lookup(&mut self, key: &[u8]) -> Option<T> {
+    pub(super) fn lookup(&mut self, key: &[u8]) -> Option<T> {
         // A loop, not `position`, which was left a call of its own.
         let mut i = 0;
         loop {
@@ -169,7 +169,7 @@ impl<T: Copy + Default> Recent<T> {
         Some(self.entries[0].2)
     }
 
-    fn insert(&mut self, key: &[u8], value: T) {
+    pub(super) fn insert(&mut self, key: &[u8], value: T) {
         if key.len() > MAX_TAIL {
             return;
         }

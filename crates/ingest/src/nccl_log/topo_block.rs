@@ -25,7 +25,7 @@ pub(super) struct Block {
     pub(super) path_src: Option<usize>,
     /// (from, to) of the paths already in `topo.paths`: keeps deduplication
     /// linear in the number of path entries.
-    pub(super) path_keys: rustc_hash::FxHashSet<(usize, usize)>,
+    pub(super) path_keys: super::topo_paths::PairSet,
     /// Node index by id bytes (packed, [`id_key`]) and kind, for [`Block::node`].
     node_index: rustc_hash::FxHashMap<u128, [Option<usize>; KINDS]>,
     /// The previous path line's entries (see [`super::topo_paths::PathRows`]).

@@ -194,6 +194,32 @@ impl PathClass {
     }
 }
 
+/// A set of (from, to) node pairs, one bit per pair in a row per `from`:
+/// node indices of a block are small and dense, and a bit test costs less
+/// than hashing the pair (a path line adds one pair per entry).
+#[derive(Debug, Default)]
+pub(super) struct PairSet {
+    rows: Vec<Vec<u64>>,
+}
+
+impl PairSet {
+    /// Adds the pair; whether it was new.
+    #[inline]
+    pub(super) fn insert(&mut self, (from, to): (usize, usize)) -> bool {
+        if from >= self.rows.len() {
+            self.rows.resize_with(from + 1, Vec::new);
+        }
+        let row = &mut self.rows[from];
+        let (word, bit) = (to / 64, 1u64 << (to % 64));
+        if word >= row.len() {
+            row.resize(word + 1, 0);
+        }
+        let new = row[word] & bit == 0;
+        row[word] |= bit;
+        new
+    }
+}
+
 /// One entry of a path line, read: where its bytes are in the line's
 /// entries (from the target to the `)`), and what they gave.
 #[derive(Clone, Copy, Debug)]
@@ -270,6 +296,18 @@ mod tests {
     /// another value, another target, an entry glued to the next, a longer
     /// or shorter entry, a cut or damaged end), and lines of other sources:
     /// remembering the previous row changes nothing.
+    /// The bit set against a hash set, on pairs in every order, repeated.
+    #[test]
+    fn pair_set_matches_hash_set() {
+        let mut bits = super::PairSet::default();
+        let mut hash = std::collections::HashSet::new();
+        for i in 0..5000usize {
+            let pair = ((i * 37) % 150, (i * 101 + i / 7) % 200);
+            assert_eq!(bits.insert(pair), hash.insert(pair), "{pair:?}");
+        }
+        assert!(hash.len() > 1000);
+    }
+
     #[test]
     fn remembered_rows_read_as_fresh_ones() {
         let targets = ["GPU/0-17000", "GPU/0-65000", "NIC/0-4b000", "CPU/0-0", "NET/0-a"];
