@@ -367,7 +367,12 @@ impl LogParser {
     fn info_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         // Topology dumps span many lines of one thread.
         // `CPU/` also starts a block whose header another writer destroyed.
-        let starts_topo = msg.starts_with(b"=== System") || msg.starts_with(b"CPU/");
+        // The first byte first: most messages start with neither.
+        let starts_topo = match msg.first() {
+            Some(b'=') => msg.starts_with(b"=== System"),
+            Some(b'C') => msg.starts_with(b"CPU/"),
+            _ => false,
+        };
         let ps = &mut self.procs[proc.ix()];
         if starts_topo || ps.threads_in_topo > 0 {
             let thread = ps.threads.entry(seg.tid).or_default();
