@@ -7,10 +7,11 @@
 //! order, and mostly with the same `(hops/bw/TYPE)` (nine entries in ten on
 //! the bench sample): [`PathRows`] keeps the previous line's entries, and an
 //! entry whose bytes equal the one at the same position there takes its
-//! parse instead of reading it again.
+//! parse instead of reading it again; one whose target's bytes are the same
+//! takes its node, and only the `(…)` after it is read.
 
 use super::topo_block::{Block, Outcome};
-use super::topo_lex::{node_ref, parse_bw, parse_path_entry, skip_ws, upper_word, NodeRef};
+use super::topo_lex::{node_ref, parse_bw, parse_path_entry, parse_path_suffix, skip_ws, upper_word, NodeRef};
 use commlens_core::topo::{LinkKind, NodeKind, TopoPath};
 
 impl Block {
@@ -46,11 +47,12 @@ impl Block {
             let start = entries.len() - s.len();
             let e = match rows.same_as_prev(s) {
                 Some(e) => PathEntry { start: start as u32, ..e },
-                None => match parse_path_entry(s) {
-                    Some((target, hops, bw, kind, rest)) => PathEntry {
+                None => match self.entry_read(s, rows) {
+                    Some((to, target_len, hops, bw, kind, rest)) => PathEntry {
                         start: start as u32,
                         len: (s.len() - rest.len()) as u32,
-                        to: self.node(target.kind, target.id),
+                        target_len,
+                        to,
                         hops,
                         bw_gb_s: bw,
                         kind,
@@ -64,6 +66,20 @@ impl Block {
             self.add_path(TopoPath { from, to: e.to, hops: e.hops, bw_gb_s: e.bw_gb_s, kind: e.kind });
             s = &s[e.len as usize..];
         }
+    }
+
+    /// An entry read: (target node, target length, hops, GB/s, type, rest).
+    /// Its target is the previous row's at this position when the bytes are
+    /// the same (nine in ten of the entries that are not the same as a
+    /// whole), and only what follows it is read; otherwise all of it.
+    fn entry_read<'s>(&mut self, s: &'s [u8], rows: &PathRows) -> Option<(usize, u32, u32, f64, LinkKind, &'s [u8])> {
+        if let Some((to, target_len)) = rows.same_target(s) {
+            let (hops, bw, kind, rest) = parse_path_suffix(&s[target_len as usize..])?;
+            return Some((to, target_len, hops, bw, kind, rest));
+        }
+        let (target, hops, bw, kind, rest) = parse_path_entry(s)?;
+        let target_len = (s.len() - target.rest.len()) as u32;
+        Some((self.node(target.kind, target.id), target_len, hops, bw, kind, rest))
     }
 
     /// `Paths from GPU/F000 :` starts a group of chain lines.
@@ -226,6 +242,8 @@ impl PairSet {
 pub(super) struct PathEntry {
     start: u32,
     len: u32,
+    /// Length of the target (`GPU/0-17000`) at the entry's start.
+    target_len: u32,
     to: usize,
     hops: u32,
     bw_gb_s: f64,
@@ -256,6 +274,19 @@ impl PathRows {
         let here = s.get(..len)?;
         let ends = matches!(s.get(len), None | Some(b' ' | b'\t'));
         (ends && crate::bytes::eq_words(bytes, here)).then_some(*p)
+    }
+
+    /// The previous row's target at the position `cur` is at, when `s`
+    /// starts with its bytes and a blank follows them: `node_ref` then ends
+    /// the target there as it did (the id's hex digits stop at the blank),
+    /// and gives the same node. Returns the node and the target's length.
+    #[inline]
+    fn same_target(&self, s: &[u8]) -> Option<(usize, u32)> {
+        let p = self.prev.get(self.cur.len())?;
+        let (start, len) = (p.start as usize, p.target_len as usize);
+        let bytes = &self.prev_text[start..start + len];
+        let blank = matches!(s.get(len), Some(b' ' | b'\t'));
+        (blank && crate::bytes::eq_words(bytes, s.get(..len)?)).then_some((p.to, p.target_len))
     }
 
     /// Makes the line just read (`entries`, and `cur`) the previous row.
