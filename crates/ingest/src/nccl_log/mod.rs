@@ -22,6 +22,7 @@ mod chunk_threads;
 pub mod chunked;
 pub mod init;
 pub mod ops;
+mod ops_call;
 mod ops_fast;
 mod ops_tuning;
 pub mod prefix;

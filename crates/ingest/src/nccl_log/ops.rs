@@ -7,11 +7,13 @@
 //! extra fields of other NCCL versions do not break it; `[nranks=N]` is the
 //! only bracketed token. A line cut by another writer parses in *partial* mode:
 //! it is accepted when everything up to and including `comm` is present.
-//! API call arguments are read where they stand, each in one pass.
+//! API call arguments are read where they stand, each in one pass (`ops_call`,
+//! its items re-exported here).
 
 use crate::bytes::{dec_i64, dec_u64, hex_u64, pointer};
 use commlens_core::OpKind;
 
+pub use super::ops_call::{parse_call_args, CallArgs};
 pub use super::ops_tuning::{looks_like_tuning_line, parse_tuning_line, TuningLine};
 pub(super) use super::ops_tuning::{decode_algo, decode_proto};
 
@@ -211,136 +213,6 @@ impl OpLine {
         self.comm = Some(call.comm);
         self.stream = Some(call.stream);
         true
-    }
-}
-
-/// Arguments of an operation's API call line, which NCCL's CALL subsystem (and
-/// TRACE builds) print uniformly as
-/// `ncclX(sendbuff,recvbuff,count,datatype,op,root,comm,stream)`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallArgs {
-    pub kind: OpKind,
-    pub sendbuff: u64,
-    pub recvbuff: u64,
-    pub count: u64,
-    pub datatype: i64,
-    pub redop: i64,
-    pub root: i64,
-    pub comm: u64,
-    pub stream: u64,
-}
-
-pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
-    // What `parse_call` checks, in one pass: a name of word characters
-    // starting with `nccl`, `(`, exactly eight comma-separated arguments up
-    // to the first `)`. Each argument is read where it stands and must end
-    // at its separator, which accepts exactly the arguments that splitting
-    // at the separators and parsing the pieces accepts (no piece that parses
-    // holds a `,` or `)`).
-    let open = memchr::memchr(b'(', msg)?;
-    let name = &msg[..open];
-    if !name.starts_with(b"nccl") || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
-        return None;
-    }
-    let kind = OpKind::from_name(&name[4..])?;
-    let mut a = CallArgReader { s: msg, p: open + 1 };
-    // Each read called directly: passed as function values to one `arg`
-    // helper they were left calls of their own.
-    let sendbuff = a.hex()?;
-    a.sep(b',')?;
-    let recvbuff = a.hex()?;
-    a.sep(b',')?;
-    let count = a.dec()?;
-    a.sep(b',')?;
-    let datatype = a.signed()?;
-    a.sep(b',')?;
-    let redop = a.signed()?;
-    a.sep(b',')?;
-    let root = a.signed()?;
-    a.sep(b',')?;
-    let comm = a.hex()?;
-    a.sep(b',')?;
-    let stream = a.hex()?;
-    a.sep(b')')?;
-    Some(CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream })
-}
-
-/// Reads the arguments of an API call line in place.
-struct CallArgReader<'a> {
-    s: &'a [u8],
-    p: usize,
-}
-
-impl CallArgReader<'_> {
-    /// The separator `end` after an argument.
-    #[inline(always)]
-    fn sep(&mut self, end: u8) -> Option<()> {
-        if self.s.get(self.p) != Some(&end) {
-            return None;
-        }
-        self.p += 1;
-        Some(())
-    }
-
-    /// As `hex_u64` (which also reads the `0` NCCL prints for NULL): an
-    /// optional `0x`, then 1 to 16 hex digits.
-    #[inline(always)]
-    fn hex(&mut self) -> Option<u64> {
-        if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
-            self.p += 2;
-        }
-        // Sixteen bytes at once where the line has them (pointers are 12
-        // digits). A 17th digit after a full run is no separator, so `arg`
-        // refuses it as the digit loop below would.
-        if let Some(w) = self.s.get(self.p..self.p + 16) {
-            let (k, v) = super::ops_fast::hex_run16(w);
-            self.p += k;
-            return (k > 0).then_some(v);
-        }
-        let start = self.p;
-        let mut v: u64 = 0;
-        while let Some(&b) = self.s.get(self.p) {
-            let d = crate::bytes::hex_digit(b);
-            if d > 15 {
-                break;
-            }
-            v = (v << 4) | u64::from(d);
-            self.p += 1;
-        }
-        (1..=16).contains(&(self.p - start)).then_some(v)
-    }
-
-    /// As `dec_u64` of the run of digits here (1 to 20 digits, no
-    /// overflow), read in the pass that finds its end.
-    #[inline(always)]
-    fn dec(&mut self) -> Option<u64> {
-        let start = self.p;
-        let mut v: u64 = 0;
-        let mut fits = true;
-        while let Some(&b) = self.s.get(self.p) {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            match v.checked_mul(10).and_then(|v| v.checked_add(u64::from(d))) {
-                Some(n) => v = n,
-                None => fits = false,
-            }
-            self.p += 1;
-        }
-        (fits && (1..=20).contains(&(self.p - start))).then_some(v)
-    }
-
-}
-
-impl SignedDec for CallArgReader<'_> {
-    #[inline(always)]
-    fn sign(&mut self) -> Option<bool> {
-        take_sign(self.s, &mut self.p)
-    }
-    #[inline(always)]
-    fn unsigned(&mut self) -> Option<u64> {
-        self.dec()
     }
 }
 

@@ -10,7 +10,10 @@
 //! [`parse_op_fields_fast`] reads the fields of a line cut by another writer:
 //! the canonical fields as far as they go, then the general key/value loop for
 //! the rest. [`parse_tuning_canonical_at`] does the same for the tuning line.
-//! The tests in `tests/fast_paths.rs` read every real log both ways.
+//! The tests in `tests/fast_paths.rs` read every real log both ways; the
+//! byte-level pieces (the memo's wide compare, the 16-byte hex run, the
+//! opCount's short-run read) are tested against plain references in
+//! `ops_fast_tests.rs`.
 
 use super::ops::{continue_op_fields, decode_algo, decode_proto, take_sign, OpLine, OpLineError, SignedDec, TuningLine};
 use super::state_ops::CanonOp;
@@ -140,7 +143,7 @@ const MAX_TAIL: usize = 128;
 /// Byte strings with their value, most recently used first; boxed, so that
 /// reordering moves pointers, and reused, so that a miss allocates nothing
 /// once the memo is full.
-struct Recent<T> {
+pub(super) struct Recent<T> {
     entries: Vec<Box<(usize, [u8; MAX_TAIL], T)>>,
 }
 
@@ -153,7 +156,7 @@ impl<T> Default for Recent<T> {
 impl<T: Copy + Default> Recent<T> {
     // Inlined: called as a function it cost 40 % more (measured).
     #[inline(always)]
-    fn lookup(&mut self, key: &[u8]) -> Option<T> {
+    pub(super) fn lookup(&mut self, key: &[u8]) -> Option<T> {
         // A loop, not `position`, which was left a call of its own.
         let mut i = 0;
         loop {
@@ -169,7 +172,7 @@ impl<T: Copy + Default> Recent<T> {
         Some(self.entries[0].2)
     }
 
-    fn insert(&mut self, key: &[u8], value: T) {
+    pub(super) fn insert(&mut self, key: &[u8], value: T) {
         if key.len() > MAX_TAIL {
             return;
         }
@@ -187,8 +190,8 @@ impl<T: Copy + Default> Recent<T> {
 
 /// `a == b`, sixteen bytes at a time for the line tails of [`Recent`] (50 to
 /// 100 bytes; word by word this compare was a fifth of the canonical parse).
-/// Plain integer compares, no SIMD code: the last 16 bytes first, then
-/// 16-byte steps from the start (the last step overlaps the end).
+/// Plain integer compares, no SIMD code: the last 16 bytes and the first 16
+/// first, then 16-byte steps from 16 on (the last step overlaps the end).
 #[inline(always)]
 fn eq_wide(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
@@ -199,13 +202,15 @@ fn eq_wide(a: &[u8], b: &[u8]) -> bool {
         return eq_words(a, b);
     }
     let w = |s: &[u8], i: usize| u128::from_le_bytes(s[i..i + 16].try_into().expect("16 bytes"));
-    // The end first: tails of different threads share their start (` count
-    // N datatype …`) and differ in the comm and stream pointers at the end,
-    // so a probe of the wrong entry stops at the first compare.
-    if w(a, n - 16) != w(b, n - 16) {
+    // Both ends first: tails of different threads share their start (`
+    // count N datatype …`) and differ in the comm and stream pointers at the
+    // end; tails of one thread share the end and differ in the count at the
+    // start (on the bench sample, two in five probes of a wrong entry got
+    // past an end-only test). Either way a wrong entry stops here.
+    if w(a, n - 16) != w(b, n - 16) || w(a, 0) != w(b, 0) {
         return false;
     }
-    let mut i = 0;
+    let mut i = 16;
     while i + 16 < n {
         if w(a, i) != w(b, i) {
             return false;
@@ -381,6 +386,23 @@ impl<'a> Cursor<'a> {
         if self.s.get(self.p) == Some(&b'0') && matches!(self.s.get(self.p + 1), Some(b'x' | b'X')) {
             self.p += 2;
         }
+        // OpCounts are short (1 to 3 digits on every line of the bench
+        // sample): a byte at a time, a run of up to three digits that a space
+        // ends is the value `hex_digits` reads, for fewer instructions than
+        // its 16-byte read. Anything else goes to `hex_digits`.
+        let (mut v, mut k) = (0u64, 0);
+        while k < 4 {
+            let d = self.s.get(self.p + k).map_or(16, |&b| hex_digit(b));
+            if d > 15 {
+                break;
+            }
+            v = (v << 4) | d as u64;
+            k += 1;
+        }
+        if (1..4).contains(&k) && self.s.get(self.p + k) == Some(&b' ') {
+            self.p += k;
+            return Some(v);
+        }
         self.hex_digits()
     }
 
@@ -539,53 +561,5 @@ fn hex_run16_swar(w: &[u8]) -> (usize, u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{eq_wide, hex_run16, hex_run16_swar};
-
-    /// The wide compare against `==`, on every length up to 130 with equal
-    /// inputs and with one byte changed at every position.
-    #[test]
-    fn eq_wide_matches_eq() {
-        for n in 0..=130usize {
-            let a: Vec<u8> = (0..n).map(|i| (i * 31 + 7) as u8).collect();
-            assert!(eq_wide(&a, &a.clone()), "{n}");
-            for p in 0..n {
-                let mut b = a.clone();
-                b[p] ^= 0x20;
-                assert!(!eq_wide(&a, &b), "{n} {p}");
-            }
-            let mut longer = a.clone();
-            longer.push(0);
-            assert!(!eq_wide(&a, &longer));
-        }
-    }
-
-    /// The word-at-a-time run against a digit-at-a-time reading, on every
-    /// length and on every byte value in every position.
-    #[test]
-    fn hex_run16_matches_bytewise() {
-        let bytewise = |w: &[u8]| {
-            let k = w.iter().take_while(|&&b| crate::bytes::hex_digit(b) <= 15).count();
-            let v = w[..k].iter().fold(0u64, |v, &b| (v << 4) | crate::bytes::hex_digit(b) as u64);
-            (k, v)
-        };
-        let digits = b"0123456789abcdefABCDEF";
-        let mut w = [0u8; 16];
-        for k in 0..=16 {
-            for (i, x) in w.iter_mut().enumerate() {
-                *x = digits[(i * 7 + k) % digits.len()];
-            }
-            for stop in 0..=255u8 {
-                let mut v = w;
-                if k < 16 {
-                    v[k] = stop;
-                }
-                assert_eq!(hex_run16(&v), bytewise(&v), "{:?}", String::from_utf8_lossy(&v));
-                assert_eq!(hex_run16_swar(&v), bytewise(&v), "{:?}", String::from_utf8_lossy(&v));
-            }
-        }
-        assert_eq!(hex_run16(b"7023be000000 rec"), (12, 0x7023_be00_0000));
-        assert_eq!(hex_run16(b"ffffffffffffffff"), (16, u64::MAX));
-        assert_eq!(hex_run16(b" 1234567890abcde"), (0, 0));
-    }
-}
+#[path = "ops_fast_tests.rs"]
+mod tests;

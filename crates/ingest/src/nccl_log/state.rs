@@ -109,6 +109,8 @@ pub struct LogParser {
     find_paren: ByteFinder,
     /// Line tails of recent opCount lines (the fast path's memo).
     pub(super) op_memo: super::ops_fast::OpMemo,
+    /// Line tails of recent API call lines (the fast path's memo).
+    call_memo: super::ops_call::CallMemo,
     /// First words of recent uninterpreted messages (see `KindCounts::add_message`).
     kind_memo: super::report::KindMemo,
     pub(super) fragment: Vec<u8>,
@@ -147,6 +149,7 @@ impl LogParser {
             recent_comms: [(None, CommIdx(0)); 2],
             find_paren: ByteFinder::new(b'('),
             op_memo: Default::default(),
+            call_memo: Default::default(),
             kind_memo: Default::default(),
             fragment: Vec::new(),
             joined: Vec::new(),
@@ -349,7 +352,11 @@ impl LogParser {
             }
         }
         if waiting {
-            let args = if seg.cut { None } else { ops::parse_call_args(msg) };
+            let args = match (seg.cut, self.fast) {
+                (true, _) => None,
+                (false, true) => super::ops_call::parse_call_args_memo(msg, &mut self.call_memo),
+                (false, false) => ops::parse_call_args(msg),
+            };
             self.resolve_broken(proc, seg.tid, args.as_ref(), sink);
         }
     }
@@ -368,7 +375,12 @@ impl LogParser {
     fn info_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         // Topology dumps span many lines of one thread.
         // `CPU/` also starts a block whose header another writer destroyed.
-        let starts_topo = msg.starts_with(b"=== System") || msg.starts_with(b"CPU/");
+        // The first byte first: most messages start with neither.
+        let starts_topo = match msg.first() {
+            Some(b'=') => msg.starts_with(b"=== System"),
+            Some(b'C') => msg.starts_with(b"CPU/"),
+            _ => false,
+        };
         let ps = &mut self.procs[proc.ix()];
         if starts_topo || ps.threads_in_topo > 0 {
             let thread = ps.threads.entry(seg.tid).or_default();

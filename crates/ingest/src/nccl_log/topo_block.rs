@@ -25,9 +25,11 @@ pub(super) struct Block {
     pub(super) path_src: Option<usize>,
     /// (from, to) of the paths already in `topo.paths`: keeps deduplication
     /// linear in the number of path entries.
-    pub(super) path_keys: rustc_hash::FxHashSet<(usize, usize)>,
+    pub(super) path_keys: super::topo_paths::PairSet,
     /// Node index by id bytes (packed, [`id_key`]) and kind, for [`Block::node`].
     node_index: rustc_hash::FxHashMap<u128, [Option<usize>; KINDS]>,
+    /// The previous path line's entries (see [`super::topo_paths::PathRows`]).
+    pub(super) rows: super::topo_paths::PathRows,
 }
 
 /// An id of at most 15 bytes as one number: its bytes, and its length in
@@ -63,6 +65,7 @@ impl Block {
             path_src: None,
             path_keys: Default::default(),
             node_index: Default::default(),
+            rows: Default::default(),
         }
     }
 

@@ -106,8 +106,15 @@ pub(super) fn parse_edge(body: &[u8]) -> Option<(LinkKind, f64, NodeRef<'_>)> {
 /// `GPU/0-65000 (1/240.0/NVL)` → (target, hops, GB/s, type, rest of the line).
 pub(super) fn parse_path_entry(s: &[u8]) -> Option<(NodeRef<'_>, u32, f64, LinkKind, &[u8])> {
     let r = node_ref(s)?;
-    let t = skip_ws(r.rest);
-    if t.len() == r.rest.len() {
+    let (hops, bw, kind, t) = parse_path_suffix(r.rest)?;
+    Some((r, hops, bw, kind, t))
+}
+
+/// What follows a path entry's target: ` (1/240.0/NVL)` → (hops, GB/s, type,
+/// rest of the line).
+pub(super) fn parse_path_suffix(rest: &[u8]) -> Option<(u32, f64, LinkKind, &[u8])> {
+    let t = skip_ws(rest);
+    if t.len() == rest.len() {
         return None;
     }
     let t = t.strip_prefix(b"(")?;
@@ -121,7 +128,7 @@ pub(super) fn parse_path_entry(s: &[u8]) -> Option<(NodeRef<'_>, u32, f64, LinkK
     if !matches!(t.first(), None | Some(b' ' | b'\t')) {
         return None;
     }
-    Some((r, hops, bw, LinkKind::from_name(name), t))
+    Some((hops, bw, LinkKind::from_name(name), t))
 }
 
 /// `=== System : maxBw 240.0 totalBw 240.0 ===` → (maxBw, totalBw, well-formed). The

@@ -2,9 +2,16 @@
 //! printed), `Paths from X :` groups and their `--LINK->` chains (the type
 //! recomputed the way NCCL types its paths, [`PathClass`]), and deduplication of
 //! paths by (from, to). See [`super::topo`] for the grammar.
+//!
+//! Consecutive `X :` lines of a block list the same targets in the same
+//! order, and mostly with the same `(hops/bw/TYPE)` (nine entries in ten on
+//! the bench sample): [`PathRows`] keeps the previous line's entries, and an
+//! entry whose bytes equal the one at the same position there takes its
+//! parse instead of reading it again; one whose target's bytes are the same
+//! takes its node, and only the `(…)` after it is read.
 
 use super::topo_block::{Block, Outcome};
-use super::topo_lex::{node_ref, parse_bw, parse_path_entry, skip_ws, upper_word, NodeRef};
+use super::topo_lex::{node_ref, parse_bw, parse_path_entry, parse_path_suffix, skip_ws, upper_word, NodeRef};
 use commlens_core::topo::{LinkKind, NodeKind, TopoPath};
 
 impl Block {
@@ -18,31 +25,61 @@ impl Block {
     /// `GPU/0-17000 :GPU/0-17000 (0/5000.0/LOC) GPU/0-65000 (1/240.0/NVL) …`
     pub(super) fn path_list(&mut self, src: NodeRef<'_>, entries: &[u8]) -> Outcome {
         let from = self.node(src.kind, src.id);
+        // This line's entries are recorded as they are read (offsets into
+        // `entries`); they become the previous row when the line is done.
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.cur.clear();
+        let outcome = self.path_entries(from, entries, &mut rows);
+        rows.next_row(entries);
+        self.rows = rows;
+        outcome
+    }
+
+    /// The entries of a path line from `from`, each taken from the previous
+    /// row when its bytes are the same (see [`PathRows`]), read otherwise.
+    fn path_entries(&mut self, from: usize, entries: &[u8], rows: &mut PathRows) -> Outcome {
         let mut s = entries;
         loop {
             s = skip_ws(s);
             if s.is_empty() {
                 return Outcome::Ok;
             }
-            match parse_path_entry(s) {
-                Some((target, hops, bw, kind, rest)) => {
-                    let to = self.node(target.kind, target.id);
-                    self.add_path(
-                        TopoPath {
-                            from,
-                            to,
-                            hops,
-                            bw_gb_s: bw,
-                            kind,
-                        },
-                    );
-                    s = rest;
-                }
-                // Cut at NCCL's line-length limit: the complete entries are kept.
-                None if !s.contains(&b')') => return Outcome::Ok,
-                None => return Outcome::Malformed,
-            }
+            let start = entries.len() - s.len();
+            let e = match rows.same_as_prev(s) {
+                Some(e) => PathEntry { start: start as u32, ..e },
+                None => match self.entry_read(s, rows) {
+                    Some((to, target_len, hops, bw, kind, rest)) => PathEntry {
+                        start: start as u32,
+                        len: (s.len() - rest.len()) as u32,
+                        target_len,
+                        to,
+                        hops,
+                        bw_gb_s: bw,
+                        kind,
+                    },
+                    // Cut at NCCL's line-length limit: the complete entries are kept.
+                    None if !s.contains(&b')') => return Outcome::Ok,
+                    None => return Outcome::Malformed,
+                },
+            };
+            rows.cur.push(e);
+            self.add_path(TopoPath { from, to: e.to, hops: e.hops, bw_gb_s: e.bw_gb_s, kind: e.kind });
+            s = &s[e.len as usize..];
         }
+    }
+
+    /// An entry read: (target node, target length, hops, GB/s, type, rest).
+    /// Its target is the previous row's at this position when the bytes are
+    /// the same (nine in ten of the entries that are not the same as a
+    /// whole), and only what follows it is read; otherwise all of it.
+    fn entry_read<'s>(&mut self, s: &'s [u8], rows: &PathRows) -> Option<(usize, u32, u32, f64, LinkKind, &'s [u8])> {
+        if let Some((to, target_len)) = rows.same_target(s) {
+            let (hops, bw, kind, rest) = parse_path_suffix(&s[target_len as usize..])?;
+            return Some((to, target_len, hops, bw, kind, rest));
+        }
+        let (target, hops, bw, kind, rest) = parse_path_entry(s)?;
+        let target_len = (s.len() - target.rest.len()) as u32;
+        Some((self.node(target.kind, target.id), target_len, hops, bw, kind, rest))
     }
 
     /// `Paths from GPU/F000 :` starts a group of chain lines.
@@ -170,5 +207,178 @@ impl PathClass {
             LinkKind::Pxb
         };
         self.worst.max(pci)
+    }
+}
+
+/// A set of (from, to) node pairs, one bit per pair in a row per `from`:
+/// node indices of a block are small and dense, and a bit test costs less
+/// than hashing the pair (a path line adds one pair per entry).
+#[derive(Debug, Default)]
+pub(super) struct PairSet {
+    rows: Vec<Vec<u64>>,
+}
+
+impl PairSet {
+    /// Adds the pair; whether it was new.
+    #[inline]
+    pub(super) fn insert(&mut self, (from, to): (usize, usize)) -> bool {
+        if from >= self.rows.len() {
+            self.rows.resize_with(from + 1, Vec::new);
+        }
+        let row = &mut self.rows[from];
+        let (word, bit) = (to / 64, 1u64 << (to % 64));
+        if word >= row.len() {
+            row.resize(word + 1, 0);
+        }
+        let new = row[word] & bit == 0;
+        row[word] |= bit;
+        new
+    }
+}
+
+/// One entry of a path line, read: where its bytes are in the line's
+/// entries (from the target to the `)`), and what they gave.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PathEntry {
+    start: u32,
+    len: u32,
+    /// Length of the target (`GPU/0-17000`) at the entry's start.
+    target_len: u32,
+    to: usize,
+    hops: u32,
+    bw_gb_s: f64,
+    kind: LinkKind,
+}
+
+/// The entries of the previous path line of a block (its bytes and their
+/// parse) and of the line being read. Reused from line to line: after the
+/// first line of a block nothing is allocated.
+#[derive(Debug, Default)]
+pub(super) struct PathRows {
+    prev_text: Vec<u8>,
+    prev: Vec<PathEntry>,
+    pub(super) cur: Vec<PathEntry>,
+}
+
+impl PathRows {
+    /// The previous row's entry at the position `cur` is at, when `s` starts
+    /// with its bytes and the entry ends there as `parse_path_entry` ends an
+    /// entry (a blank or the end of the line): the parse is a function of
+    /// those bytes alone, and the node of a target id stays the same within
+    /// a block (nodes are only appended), so it would give the same.
+    #[inline]
+    fn same_as_prev(&self, s: &[u8]) -> Option<PathEntry> {
+        let p = self.prev.get(self.cur.len())?;
+        let (start, len) = (p.start as usize, p.len as usize);
+        let bytes = &self.prev_text[start..start + len];
+        let here = s.get(..len)?;
+        let ends = matches!(s.get(len), None | Some(b' ' | b'\t'));
+        (ends && crate::bytes::eq_words(bytes, here)).then_some(*p)
+    }
+
+    /// The previous row's target at the position `cur` is at, when `s`
+    /// starts with its bytes and a blank follows them: `node_ref` then ends
+    /// the target there as it did (the id's hex digits stop at the blank),
+    /// and gives the same node. Returns the node and the target's length.
+    #[inline]
+    fn same_target(&self, s: &[u8]) -> Option<(usize, u32)> {
+        let p = self.prev.get(self.cur.len())?;
+        let (start, len) = (p.start as usize, p.target_len as usize);
+        let bytes = &self.prev_text[start..start + len];
+        let blank = matches!(s.get(len), Some(b' ' | b'\t'));
+        (blank && crate::bytes::eq_words(bytes, s.get(..len)?)).then_some((p.to, p.target_len))
+    }
+
+    /// Makes the line just read (`entries`, and `cur`) the previous row.
+    fn next_row(&mut self, entries: &[u8]) {
+        std::mem::swap(&mut self.prev, &mut self.cur);
+        self.prev_text.clear();
+        self.prev_text.extend_from_slice(entries);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::topo_block::{Block, Outcome};
+    use commlens_core::topo::Topology;
+
+    /// Reads `lines` as consecutive lines of one block, with the previous
+    /// row remembered (as the reader does) or forgotten before every line
+    /// (each line read from its bytes alone); gives the outcomes and the block.
+    fn read(lines: &[Vec<u8>], remember: bool) -> (Vec<u8>, Topology) {
+        let mut b = Block::new(Topology::default());
+        let mut outcomes = Vec::new();
+        for l in lines {
+            if !remember {
+                b.rows = Default::default();
+            }
+            outcomes.push(match b.line(0, l) {
+                Outcome::Ok => 0,
+                Outcome::Malformed => 1,
+                Outcome::End => 2,
+                Outcome::Restart => 3,
+            });
+        }
+        (outcomes, b.topo)
+    }
+
+    /// Pairs of path lines where the second is the first with one entry
+    /// changed (at every position, in every way that matters to the reuse:
+    /// another value, another target, an entry glued to the next, a longer
+    /// or shorter entry, a cut or damaged end), and lines of other sources:
+    /// remembering the previous row changes nothing.
+    /// The bit set against a hash set, on pairs in every order, repeated.
+    #[test]
+    fn pair_set_matches_hash_set() {
+        let mut bits = super::PairSet::default();
+        let mut hash = std::collections::HashSet::new();
+        for i in 0..5000usize {
+            let pair = ((i * 37) % 150, (i * 101 + i / 7) % 200);
+            assert_eq!(bits.insert(pair), hash.insert(pair), "{pair:?}");
+        }
+        assert!(hash.len() > 1000);
+    }
+
+    #[test]
+    fn remembered_rows_read_as_fresh_ones() {
+        let targets = ["GPU/0-17000", "GPU/0-65000", "NIC/0-4b000", "CPU/0-0", "NET/0-a"];
+        let entry = |t: &str, v: &str| format!("{t} ({v})");
+        let base: Vec<String> = targets.iter().map(|t| entry(t, "2/1.2/PHB")).collect();
+        let edits: [&dyn Fn(&str) -> String; 10] = [
+            &|t| entry(t, "3/1.2/PHB"),
+            &|t| entry(t, "2/1.25/PHB"),
+            &|t| entry(t, "2/1.2/SYS"),
+            &|_| entry("GPU/0-99000", "2/1.2/PHB"),
+            &|t| entry(&format!("{t}0"), "2/1.2/PHB"),
+            &|t| format!("{}x", entry(t, "2/1.2/PHB")),
+            &|t| entry(t, "2/1.2/PHB").replace(' ', "\t"),
+            &|t| entry(t, "2/1.2"),
+            &|t| format!("{t} (2/1."),
+            &|t| entry(t, "2/1.2/PHB").to_lowercase(),
+        ];
+        // Each line from a source of its own: paths are kept once per (from, to).
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut line = |es: &[String], sep: &str| {
+            lines.push(format!("GPU/1-{:x} :{}", lines.len(), es.join(sep)).into_bytes());
+        };
+        line(&base, " ");
+        for (i, target) in targets.iter().enumerate() {
+            for edit in &edits {
+                let mut es = base.clone();
+                es[i] = edit(target);
+                line(&base, " ");
+                line(&es, " ");
+                line(&es, "  ");
+                // The row cut after the changed entry.
+                line(&es[..=i], " ");
+                line(&base, "\t");
+            }
+        }
+        let (fresh_outcomes, fresh) = read(&lines, false);
+        let (outcomes, remembered) = read(&lines, true);
+        assert_eq!(outcomes, fresh_outcomes);
+        assert_eq!(remembered.nodes, fresh.nodes);
+        assert_eq!(remembered.paths, fresh.paths);
+        assert!(fresh_outcomes.contains(&1) && fresh.paths.len() > 100);
     }
 }
