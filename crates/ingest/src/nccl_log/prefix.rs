@@ -112,10 +112,12 @@ impl KnownHosts {
     /// Returns how many leading bytes of `host` are debris of a cut line:
     /// `stonstone` with a known `stone` for this pid gives 4. Learns new hosts.
     fn resolve(&mut self, host: &[u8], pid: u32) -> usize {
-        let hosts = self.by_pid.entry(pid).or_default();
-        if hosts.iter().any(|h| &h[..] == host) {
+        // Mostly a known spelling: a lookup and a compare without `memcmp`
+        // (no entry made, no call per spelling).
+        if self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|h| crate::bytes::eq_words(h, host))) {
             return 0;
         }
+        let hosts = self.by_pid.entry(pid).or_default();
         if let Some(k) = hosts.iter().filter(|k| k.len() < host.len() && host.ends_with(k)).map(|k| k.len()).max()
         {
             if let Some(s) = self.spec.as_deref_mut() {
