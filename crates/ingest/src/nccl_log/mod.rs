@@ -1,6 +1,7 @@
 //! Reader for `NCCL_DEBUG=INFO|TRACE` logs, NCCL 2.7 to 2.28.
 //!
-//! Streams a file line by line (bounded memory), splits lines into
+//! Streams a file line by line (bounded memory; a mapped file, where the
+//! CPU has AVX2, in one loop compiled for it: `read_lines_avx2`), splits lines into
 //! per-process segments (interleaved writers), classifies each message and
 //! builds the table: processes, devices, communicator handles, topology, and
 //! one [`CollOp`] per `opCount` line with the algorithm of its tuning line.

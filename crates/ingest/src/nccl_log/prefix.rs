@@ -509,7 +509,8 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     let mut p = after;
     let mut dev = None;
     if line.get(p) == Some(&b'[') {
-        let close = memchr::memchr(b']', &line[p..limit.min(p + 12)])? + p;
+        // At most 12 bytes: a loop, not a call into `memchr`.
+        let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
         dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok());
         dev?;
         p = close + 1;
