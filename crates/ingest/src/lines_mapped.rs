@@ -47,6 +47,12 @@ pub const DEFAULT_WINDOW: usize = 16 << 20;
 /// maps from the page containing the offset where pages are larger).
 const ALIGN: u64 = 4096;
 
+/// The empty window: a zero-length anonymous map (memmap2 maps one byte
+/// for it, since `mmap` refuses length 0; it dereferences to an empty slice).
+fn no_window() -> io::Result<Mmap> {
+    MmapOptions::new().len(0).map_anon()?.make_read_only()
+}
+
 /// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
 /// files that may be truncated while read (see the module doc).
 pub fn disabled_by_env() -> bool {
@@ -61,9 +67,11 @@ pub struct MappedLines {
     /// Where reading stops: the file size, or the end of the byte range of
     /// [`MappedLines::open_range`] (a chunk of the parallel reader).
     limit: u64,
-    /// The current window (`None` only between unmapping one and mapping the
-    /// next, so that two windows are never resident together).
-    map: Option<Mmap>,
+    /// The current window; empty (a zero-length anonymous map, [`no_window`])
+    /// only before the first and between unmapping one and mapping the next,
+    /// so that two windows are never resident together. No `Option`: the
+    /// window's bytes are read on every line without a test.
+    map: Mmap,
     /// File offset of the window's first byte.
     map_off: u64,
     /// Start of the unread part, relative to the window.
@@ -116,7 +124,10 @@ impl MappedLines {
             file,
             file_len: meta.len(),
             limit: end.min(meta.len()),
-            map: None,
+            map: match no_window() {
+                Ok(m) => m,
+                Err(_) => return Ok(None),
+            },
             map_off: start,
             pos: 0,
             end: 0,
@@ -145,7 +156,7 @@ impl MappedLines {
 
     #[inline(always)]
     fn data(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        &self.map
     }
 
     /// Returns the next line without its `\n` (and without a trailing `\r`).
@@ -272,12 +283,12 @@ impl MappedLines {
         let len = (self.window as u64).min(self.limit - off) as usize;
         // The window size guarantees progress; a window that does not reach
         // past the previous one would loop forever, so it is an error.
-        if self.map.is_some() && off + len as u64 <= self.map_off + self.end as u64 {
+        if !self.map.is_empty() && off + len as u64 <= self.map_off + self.end as u64 {
             return Err(io::Error::other("mapped window did not advance"));
         }
         // Unmapped and empty until the new window is in place, so that a
         // failed mapping leaves a consistent (retryable) state.
-        self.map = None;
+        self.map = no_window()?;
         (self.map_off, self.pos, self.end, self.next_block, self.mask) = (abs, 0, 0, 0, 0);
         // SAFETY: the mapping is read-only and only ever read, through
         // slices borrowed from `self` that end before the next remap. Its one
@@ -286,7 +297,7 @@ impl MappedLines {
         // the size check above. Bytes changed in place by another process are
         // merely read as they are, like read() would.
         let map = unsafe { MmapOptions::new().offset(off).len(len).populate().map(&self.file)? };
-        self.map = Some(map);
+        self.map = map;
         self.windows += 1;
         self.map_off = off;
         self.pos = (abs - off) as usize;
