@@ -248,6 +248,16 @@ impl MappedLines {
             // the fields are written back once, not on every block.
             let (data, end) = (self.data(), self.end);
             let mut next = self.next_block;
+            #[cfg(target_arch = "x86_64")]
+            if AVX2 && next + 64 <= end {
+                // SAFETY: `AVX2` is true only in `Avx2Lines`, made where the CPU has AVX2.
+                let (at, m) = unsafe { whole_blocks_avx2(&data[..end], next) };
+                if m != 0 {
+                    (self.mask, self.next_block) = (m, at);
+                    return Some(at - 64 + m.trailing_zeros() as usize);
+                }
+                next = at;
+            }
             let mask = loop {
                 if next >= end {
                     self.next_block = next;
@@ -450,6 +460,28 @@ fn block_mask<const AVX2: bool>(s: &[u8]) -> u64 {
     }
 }
 
+/// From the block at `next` on (`next + 64 <= data.len()`), the first whole
+/// block with a newline: (its end, its newlines); else (the start of the
+/// shorter last block, 0). A loop of its own, out of line: inlined into the
+/// reader's loop it carried four more counters a block.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn whole_blocks_avx2(data: &[u8], mut next: usize) -> (usize, u64) {
+    while let Some(block) = data.get(next..next + 64) {
+        // SAFETY: the CPU has AVX2 (this function's contract).
+        let m = unsafe { newlines64_avx2(block.try_into().expect("64 bytes")) };
+        next += 64;
+        if m != 0 {
+            return (next, m);
+        }
+    }
+    (next, 0)
+}
+
 /// The reference of the vector scans: bit i set when `s[i] == b'\n'`, for
 /// the first 64 bytes of `s`.
 #[inline]
@@ -500,48 +532,5 @@ fn newlines64(block: &[u8; 64]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn block_masks_match_a_plain_scan() {
-        let mut s = [b'a'; 64];
-        for i in [0, 1, 15, 16, 31, 32, 47, 48, 63] {
-            s[i] = b'\n';
-        }
-        let want: u64 = [0, 1, 15, 16, 31, 32, 47, 48, 63].iter().map(|i| 1u64 << i).sum();
-        assert_eq!(block_mask::<false>(&s), want);
-        assert_eq!(block_mask::<false>(&s[..17]), want & 0x1_ffff);
-        assert_eq!(block_mask::<false>(&[]), 0);
-    }
-
-    /// The SSE2 and AVX2 block scans against the scalar reference: a
-    /// newline alone and in every pair of positions, on backgrounds with
-    /// and without bytes near `\n` (`\x0b`, `\x8a`), and blocks of only
-    /// newlines.
-    #[test]
-    fn block_scans_match_the_scalar_reference() {
-        let avx2 = cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2");
-        let check = |b: &[u8; 64]| {
-            let want = newlines_scalar(b);
-            assert_eq!(newlines64(b), want, "{b:?}");
-            assert_eq!(block_mask::<false>(b), want, "{b:?}");
-            if avx2 {
-                assert_eq!(block_mask::<true>(b), want, "{b:?}");
-            }
-        };
-        for bg in [b'a', 0x0b, 0x8a, 0x00] {
-            let base = [bg; 64];
-            check(&base);
-            for i in 0..64 {
-                for j in i..64 {
-                    let mut b = base;
-                    b[i] = b'\n';
-                    b[j] = b'\n';
-                    check(&b);
-                }
-            }
-        }
-        check(&[b'\n'; 64]);
-    }
-}
+#[path = "lines_mapped_tests.rs"]
+mod tests;
