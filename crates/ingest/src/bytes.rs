@@ -458,6 +458,14 @@ mod tests {
                     for f in &fast {
                         assert_eq!(f.has_nccl(&t), plain(&t), "{:?} {f:?}", String::from_utf8_lossy(&t));
                     }
+                    // A lone `N` first, in the same block or an earlier one.
+                    for first in 0..at {
+                        let mut u = t.clone();
+                        u[first] = b'N';
+                        for f in &fast {
+                            assert_eq!(f.has_nccl(&u), plain(&u), "{:?} {f:?}", String::from_utf8_lossy(&u));
+                        }
+                    }
                 }
             }
         }

@@ -23,11 +23,18 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
         // i + 16 <= n for both slices (n >= 16 asserted above).
         unsafe {
             let ld = |s: &[u8], i: usize| _mm_loadu_si128(s.as_ptr().add(i).cast::<__m128i>());
-            let mut acc = _mm_cmpeq_epi8(ld(a, n - 16), ld(b, n - 16));
-            let mut i = 0;
-            while i + 16 < n {
-                acc = _mm_and_si128(acc, _mm_cmpeq_epi8(ld(a, i), ld(b, i)));
-                i += 16;
+            let eq = |i: usize| _mm_cmpeq_epi8(ld(a, i), ld(b, i));
+            // The first and the last 16 bytes cover up to 32; with the 16
+            // after the first, up to 48 (line prefixes, the usual callers):
+            // straight-line code, the loop only past that.
+            let mut acc = _mm_and_si128(eq(0), eq(n - 16));
+            if n > 32 {
+                acc = _mm_and_si128(acc, eq(16));
+                let mut i = 32;
+                while i + 16 < n {
+                    acc = _mm_and_si128(acc, eq(i));
+                    i += 16;
+                }
             }
             _mm_movemask_epi8(acc) == 0xffff
         }
@@ -39,41 +46,60 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Whether `text` (32 bytes or more) contains `NCCL `: the positions of
-/// `N` 32 bytes a compare, 64 bytes a test (most messages hold no `N`),
-/// each `N` found checked for the rest. The scalar reference is
-/// `bytes::has_nccl` (and a plain search in its tests).
+/// `N` 32 bytes a compare (most messages hold no `N`), each `N` found
+/// checked for the rest out of line. Kept small so that it inlines into
+/// code compiled for AVX2 (the reader's AVX2 loop calls it on every line's
+/// message). The scalar reference is `bytes::has_nccl` (and a plain search
+/// in its tests).
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[inline]
 pub(super) unsafe fn has_nccl_avx2(text: &[u8]) -> bool {
     use std::arch::x86_64::*;
     let n = text.len();
     assert!(n >= 32);
-    let hit = |at: usize, mask: u32| crate::bytes::nccl_at_bits(text, at, mask);
     let p = text.as_ptr();
     let nn = _mm256_set1_epi8(b'N' as i8);
     // SAFETY (all loads below): each reads text[at..at + 32] with at + 32 <= n.
-    let eq = |at: usize| _mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn);
+    let ns = |at: usize| _mm256_movemask_epi8(_mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn)) as u32;
     let mut at = 0;
-    while at + 64 <= n {
-        let (lo, hi) = (eq(at), eq(at + 32));
-        if _mm256_movemask_epi8(_mm256_or_si256(lo, hi)) != 0
-            && (hit(at, _mm256_movemask_epi8(lo) as u32) || hit(at + 32, _mm256_movemask_epi8(hi) as u32))
-        {
+    // 64 bytes a test while more than 32 are left (both halves compared,
+    // one test of the two: most messages hold no `N`), then 32.
+    while at + 64 < n {
+        let (lo, hi) = (ns(at), ns(at + 32));
+        if (lo | hi) != 0 && (nccl_in_bits(text, at, lo) || nccl_in_bits(text, at + 32, hi)) {
             return true;
         }
         at += 64;
     }
-    if at + 32 <= n {
-        if hit(at, _mm256_movemask_epi8(eq(at)) as u32) {
+    if at + 32 < n {
+        let m = ns(at);
+        if m != 0 && nccl_in_bits(text, at, m) {
             return true;
         }
         at += 32;
     }
-    // The last bytes, in a load that ends at the end (its first bytes were seen).
-    at < n && hit(n - 32, _mm256_movemask_epi8(eq(n - 32)) as u32 & (!0u32 << (at - (n - 32))))
+    // The last 32 bytes, in a load that ends at the end, less the bytes
+    // before `at` (seen above): `n - 32 <= at < n`.
+    let m = ns(n - 32) & (!0u32 << (at - (n - 32)));
+    m != 0 && nccl_in_bits(text, n - 32, m)
+}
+
+/// `crate::bytes::nccl_at_bits` out of line, for [`has_nccl_avx2`] (an `N`
+/// is rare in a message); no mask, no call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn nccl_in_bits(text: &[u8], at: usize, mask: u32) -> bool {
+    mask != 0 && nccl_in_bits_cold(text, at, mask)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn nccl_in_bits_cold(text: &[u8], at: usize, mask: u32) -> bool {
+    crate::bytes::nccl_at_bits(text, at, mask)
 }
 
 /// Bit k set when `s[at + k] == needle`, for the 16 bytes from `at`

@@ -81,6 +81,11 @@ fn check(data: &[u8], max_line: usize, window: usize) -> u64 {
                 );
             }
             assert_eq!(got.bytes, data.len() as u64);
+            // The AVX2 scan, where the CPU has it, hands out the same.
+            let mut m2 = MappedLines::open_with_window(&file.0, max_line, window).unwrap().expect("mapped");
+            if let Some(mut fast) = m2.avx2() {
+                assert!(drain(&mut fast) == want, "AVX2 scan differs (max_line {max_line}, window {window})");
+            }
             m.windows()
         }
         None => {

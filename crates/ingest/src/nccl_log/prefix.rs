@@ -144,10 +144,12 @@ impl KnownHosts {
     /// Returns how many leading bytes of `host` are debris of a cut line:
     /// `stonstone` with a known `stone` for this pid gives 4. Learns new hosts.
     fn resolve(&mut self, host: &[u8], pid: u32) -> usize {
-        let hosts = self.by_pid.entry(pid).or_default();
-        if hosts.iter().any(|h| &h[..] == host) {
+        // Mostly a known spelling: a lookup and a compare without `memcmp`
+        // (no entry made, no call per spelling).
+        if self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|h| crate::bytes::eq_words(h, host))) {
             return 0;
         }
+        let hosts = self.by_pid.entry(pid).or_default();
         if let Some(k) = hosts.iter().filter(|k| k.len() < host.len() && host.ends_with(k)).map(|k| k.len()).max()
         {
             if let Some(s) = self.spec.as_deref_mut() {
@@ -554,7 +556,8 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     let mut p = after;
     let mut dev = None;
     if line.get(p) == Some(&b'[') {
-        let close = memchr::memchr(b']', &line[p..limit.min(p + 12)])? + p;
+        // At most 12 bytes: a loop, not a call into `memchr`.
+        let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
         dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok());
         dev?;
         p = close + 1;

@@ -161,6 +161,14 @@ impl LogParser {
     /// Feeds one physical line (1-based number `line_no`).
     #[inline]
     pub fn feed_line(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
+        self.feed_line_inline(line, line_no, sink)
+    }
+
+    /// [`LogParser::feed_line`] inlined into the caller: the AVX2 read loop
+    /// (`read_lines_avx2`) compiles it for AVX2, so that the per-line
+    /// `NCCL ` search inlines too instead of being a call.
+    #[inline(always)]
+    pub(super) fn feed_line_inline(&mut self, line: &[u8], line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         let head_end = match split_first(line, &mut self.hosts, &mut self.segs) {
             // Most lines: one segment from the line's start, handed over by
             // value (nothing before it to check).
