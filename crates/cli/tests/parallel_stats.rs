@@ -3,7 +3,8 @@
 //! promise: the output is byte for byte the one of the sequential reader.
 //! Small chunks (1 KiB and 4 KiB) put chunk boundaries inside every construct
 //! the logs hold; every real log and a generated interleaved log of 64
-//! processes (cut lines, API call lines) are read both ways through the binary.
+//! processes (cut lines, API call lines) are read both ways through the binary,
+//! and both again with the AVX2 line loops refused (`COMMLENS_NO_AVX2=1`).
 //!
 //! Standard error may differ by one note: when the join had to read chunks
 //! again (same result, less parallel) it says so and why; the rest of it is
@@ -19,10 +20,17 @@ use std::path::{Path, PathBuf};
 /// stdout, stderr). A log without operations or communicators is an error,
 /// which must be the same error both ways.
 fn stats(file: &Path, chunk: u64, threads: usize) -> (i32, String, String) {
+    stats_with(file, chunk, threads, false)
+}
+
+/// [`stats`], with the AVX2 line loops refused (`COMMLENS_NO_AVX2`) when
+/// `no_avx2`: the SSE2 loops a machine without AVX2 runs.
+fn stats_with(file: &Path, chunk: u64, threads: usize, no_avx2: bool) -> (i32, String, String) {
     let file = file.to_str().expect("a UTF-8 path");
     let mut cmd = common::commlens_cmd(&["stats", file, "--format", "json"]);
     cmd.env("COMMLENS_CHUNK_BYTES", chunk.to_string())
-        .env("RAYON_NUM_THREADS", threads.to_string());
+        .env("RAYON_NUM_THREADS", threads.to_string())
+        .env("COMMLENS_NO_AVX2", if no_avx2 { "1" } else { "0" });
     let r = common::run_limited(cmd, 300, "commlens stats");
     (r.code, r.out, r.err)
 }
@@ -48,8 +56,11 @@ fn check(file: &Path) -> (bool, usize) {
         file.display()
     );
     let mut noted = 0;
-    for (chunk, threads) in [(1 << 10, 2), (4 << 10, 2), (4 << 10, 1)] {
-        let (code, out, err) = stats(file, chunk, threads);
+    // Sequential and chunked without AVX2 too: the loops compiled for AVX2
+    // and the plain ones must read alike.
+    let runs = [(1 << 10, 2, false), (4 << 10, 2, false), (4 << 10, 1, false), (0, 1, true), (4 << 10, 2, true)];
+    for (chunk, threads, no_avx2) in runs {
+        let (code, out, err) = stats_with(file, chunk, threads, no_avx2);
         assert_eq!(
             code,
             want_code,
@@ -58,7 +69,7 @@ fn check(file: &Path) -> (bool, usize) {
         );
         assert!(
             out == want_out,
-            "{} with {chunk}-byte chunks on {threads} threads: stdout differs from the sequential read",
+            "{} with {chunk}-byte chunks on {threads} threads (AVX2 refused: {no_avx2}): stdout differs from the sequential read",
             file.display()
         );
         let rest: Vec<&str> = err.lines().filter(|l| !is_chunk_note(l)).collect();

@@ -392,29 +392,16 @@ where
         MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, start, end).map_err(io_err)?;
     let (mut lines, mut overlong) = (0, 0);
     if let Some(src) = src.as_mut() {
-        let mut no = 0;
-        loop {
-            if job.bench {
-                bench.ahead(LineSource::next_offset(src), || LineSource::ahead(src).1);
-            }
-            let Some(line) = src.next_line().map_err(io_err)? else { break };
-            no += 1;
-            if first && no == 1 {
-                if line.iter().take(4096).any(|&b| b == 0) {
-                    return Err(IngestError::Binary {
-                        path: path.to_path_buf(),
-                    });
-                }
-                first_line = Some(crate::bytes::sample(line, 120));
-            }
-            if job.bench {
-                bench.line(line, no);
-            }
-            parser.feed_line(line, no, &mut sink);
-            if first_nccl.is_none() && parser.report.nccl_segments > 0 {
-                first_nccl = Some(no);
-            }
-        }
+        let kept = job.bench.then_some(&mut bench);
+        #[cfg(target_arch = "x86_64")]
+        let found = match src.avx2() {
+            // SAFETY: `avx2` gives a source only where the CPU has AVX2.
+            Some(mut fast) => unsafe { chunk_lines_avx2(&mut fast, &mut parser, kept, first, path, &mut sink) },
+            None => chunk_lines::<_, false>(src, &mut parser, kept, first, path, &mut sink),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let found = chunk_lines::<_, false>(src, &mut parser, kept, first, path, &mut sink);
+        (first_line, first_nccl) = found?;
         lines = LineSource::line_no(src);
         overlong = LineSource::overlong_lines(src);
     }
@@ -431,4 +418,65 @@ where
         first_line,
         bench,
     })
+}
+
+/// A chunk's reading loop, over either newline scan of the mapped source
+/// (inlined into its callers, so that [`chunk_lines_avx2`] compiles it, with
+/// the parser's per-line path, for AVX2, as `read_lines_avx2` does for the
+/// sequential reader). Returns the chunk's first line (first chunk only)
+/// and the number of its first line with an NCCL segment.
+#[inline(always)]
+fn chunk_lines<L: LineSource, const INLINE_FEED: bool>(
+    src: &mut L,
+    parser: &mut LogParser,
+    mut bench: Option<&mut KeptLines>,
+    first: bool,
+    path: &Path,
+    sink: &mut dyn FnMut(CollOp),
+) -> Result<(Option<String>, Option<u64>), IngestError> {
+    let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
+    let (mut first_line, mut first_nccl) = (None, None);
+    let mut no = 0;
+    loop {
+        if let Some(b) = bench.as_mut() {
+            b.ahead(src.next_offset(), || src.ahead().1);
+        }
+        let Some(line) = src.next_line().map_err(io_err)? else { break };
+        no += 1;
+        if first && no == 1 {
+            if line.iter().take(4096).any(|&b| b == 0) {
+                return Err(IngestError::Binary { path: path.to_path_buf() });
+            }
+            first_line = Some(crate::bytes::sample(line, 120));
+        }
+        if let Some(b) = bench.as_mut() {
+            b.line(line, no);
+        }
+        if INLINE_FEED {
+            parser.feed_line_inline(line, no, sink);
+        } else {
+            parser.feed_line(line, no, sink);
+        }
+        if first_nccl.is_none() && parser.report.nccl_segments > 0 {
+            first_nccl = Some(no);
+        }
+    }
+    Ok((first_line, first_nccl))
+}
+
+/// [`chunk_lines`] compiled for AVX2 over the mapped source's AVX2 scan.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn chunk_lines_avx2(
+    src: &mut crate::lines_mapped::Avx2Lines<'_>,
+    parser: &mut LogParser,
+    bench: Option<&mut KeptLines>,
+    first: bool,
+    path: &Path,
+    sink: &mut dyn FnMut(CollOp),
+) -> Result<(Option<String>, Option<u64>), IngestError> {
+    chunk_lines::<_, true>(src, parser, bench, first, path, sink)
 }

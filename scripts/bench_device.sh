@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue #16's three reader figures on a steadier machine than the 2-core CI VM
+# (the device host: 16 cores), old and new binaries alternated in one run.
+# Needs, carried under target/devbench/: nccl-400mb-pids.log.gz (gzip of
+# scripts/bench's generated 400 MB log), commlens-{base,new} and
+# bench_parse-{base,new} (release builds of the two commits).
+# Usage (device): bash scripts/bench_device.sh [ROUNDS]
+set -euo pipefail
+d=target/devbench; rounds=${1:-5}
+log=/tmp/nccl-400mb-pids.log
+gunzip -c $d/nccl-400mb-pids.log.gz > $log
+size=$(stat -c %s $log); cat $log > /dev/null  # page cache warm
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cores); log $size bytes"
+t() { local s e; s=$(date +%s.%N); "$@" > /dev/null 2>&1; e=$(date +%s.%N); awk -v s=$s -v e=$e 'BEGIN{printf "%.4f", e-s}'; }
+declare -A best
+put() { local k=$1 v=$2; if [ -z "${best[$k]:-}" ] || awk -v a=$v -v b=${best[$k]} 'BEGIN{exit !(a<b)}'; then best[$k]=$v; fi; }
+for r in $(seq $rounds); do
+  put wc "$(t wc -l $log)"
+  for v in base new; do
+    put reader-$v "$(t $d/bench_parse-$v --child-parse $log)"
+    put one-$v "$(RAYON_NUM_THREADS=1 t $d/commlens-$v stats $log --format json)"
+    put two-$v "$(RAYON_NUM_THREADS=2 t $d/commlens-$v stats $log --format json)"
+    put all-$v "$(t $d/commlens-$v stats $log --format json)"
+  done
+done
+for v in base new; do "$d/commlens-$v" stats $log --format json 2>/dev/null | md5sum | sed "s/^/stats json md5 $v: /"; done
+echo "best of $rounds, seconds: $(for k in "${!best[@]}"; do printf '%s=%s ' $k ${best[$k]}; done)"
+for v in base new; do
+  awk -v n=$size -v w=${best[wc]} -v r=${best[reader-$v]} -v o=${best[one-$v]} -v t=${best[two-$v]} -v a=${best[all-$v]} -v c=$(nproc) -v v=$v 'BEGIN{
+    printf "%s: figure 3 reader one core %.2f GB/s; figure 2 stats 2 cores / 1 core %.2f; figure 1 stats on 2 cores / wc -l %.2f (on all %d cores %.2f); wc -l %.2f GB/s\n",
+      v, n/r/1e9, o/t, w/t, c, w/a, n/w/1e9 }'
+done
