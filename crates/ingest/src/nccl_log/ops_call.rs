@@ -31,6 +31,15 @@ pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
     // at its separator, which accepts exactly the arguments that splitting
     // at the separators and parsing the pieces accepts (no piece that parses
     // holds a `,` or `)`).
+    let (kind, sendbuff, recvbuff, mut a) = call_head(msg)?;
+    let t = a.tail()?;
+    Some(t.with_head(kind, sendbuff, recvbuff))
+}
+
+/// The call's name, `(`, and its first two arguments (the buffers, which
+/// differ from call to call); the reader stands at the `,` after them.
+#[inline(always)]
+fn call_head(msg: &[u8]) -> Option<(OpKind, u64, u64, CallArgReader<'_>)> {
     let open = memchr::memchr(b'(', msg)?;
     let name = &msg[..open];
     if !name.starts_with(b"nccl") || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
@@ -38,25 +47,10 @@ pub fn parse_call_args(msg: &[u8]) -> Option<CallArgs> {
     }
     let kind = OpKind::from_name(&name[4..])?;
     let mut a = CallArgReader { s: msg, p: open + 1 };
-    // Each read called directly: passed as function values to one `arg`
-    // helper they were left calls of their own.
     let sendbuff = a.hex()?;
     a.sep(b',')?;
     let recvbuff = a.hex()?;
-    a.sep(b',')?;
-    let count = a.dec()?;
-    a.sep(b',')?;
-    let datatype = a.signed()?;
-    a.sep(b',')?;
-    let redop = a.signed()?;
-    a.sep(b',')?;
-    let root = a.signed()?;
-    a.sep(b',')?;
-    let comm = a.hex()?;
-    a.sep(b',')?;
-    let stream = a.hex()?;
-    a.sep(b')')?;
-    Some(CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream })
+    Some((kind, sendbuff, recvbuff, a))
 }
 
 /// Reads the arguments of an API call line in place.
@@ -66,6 +60,27 @@ struct CallArgReader<'a> {
 }
 
 impl CallArgReader<'_> {
+    /// The arguments from the `,` before the third up to the closing `)`.
+    /// Each read called directly: passed as function values to one `arg`
+    /// helper they were left calls of their own.
+    #[inline(always)]
+    fn tail(&mut self) -> Option<CallTail> {
+        self.sep(b',')?;
+        let count = self.dec()?;
+        self.sep(b',')?;
+        let datatype = self.signed()?;
+        self.sep(b',')?;
+        let redop = self.signed()?;
+        self.sep(b',')?;
+        let root = self.signed()?;
+        self.sep(b',')?;
+        let comm = self.hex()?;
+        self.sep(b',')?;
+        let stream = self.hex()?;
+        self.sep(b')')?;
+        Some(CallTail { count, datatype, redop, root, comm, stream })
+    }
+
     /// The separator `end` after an argument.
     #[inline(always)]
     fn sep(&mut self, end: u8) -> Option<()> {
@@ -149,6 +164,14 @@ pub(super) struct CallTail {
     stream: u64,
 }
 
+impl CallTail {
+    #[inline(always)]
+    fn with_head(self, kind: OpKind, sendbuff: u64, recvbuff: u64) -> CallArgs {
+        let CallTail { count, datatype, redop, root, comm, stream } = self;
+        CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream }
+    }
+}
+
 /// The tails of recent call lines that [`parse_call_args`] accepted.
 pub(super) type CallMemo = Recent<CallTail>;
 
@@ -156,40 +179,17 @@ pub(super) type CallMemo = Recent<CallTail>;
 /// when it was read before. The parse reads nothing past the first `)`, so
 /// what the tail gives is a function of the tail's bytes alone.
 pub(super) fn parse_call_args_memo(msg: &[u8], memo: &mut CallMemo) -> Option<CallArgs> {
-    let open = memchr::memchr(b'(', msg)?;
-    let name = &msg[..open];
-    if !name.starts_with(b"nccl") || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') {
-        return None;
-    }
-    let kind = OpKind::from_name(&name[4..])?;
-    let mut a = CallArgReader { s: msg, p: open + 1 };
-    let sendbuff = a.hex()?;
-    a.sep(b',')?;
-    let recvbuff = a.hex()?;
+    let (kind, sendbuff, recvbuff, mut a) = call_head(msg)?;
     let tail = &msg[a.p..];
     let t = match memo.lookup(tail) {
         Some(t) => t,
         None => {
-            a.sep(b',')?;
-            let count = a.dec()?;
-            a.sep(b',')?;
-            let datatype = a.signed()?;
-            a.sep(b',')?;
-            let redop = a.signed()?;
-            a.sep(b',')?;
-            let root = a.signed()?;
-            a.sep(b',')?;
-            let comm = a.hex()?;
-            a.sep(b',')?;
-            let stream = a.hex()?;
-            a.sep(b')')?;
-            let t = CallTail { count, datatype, redop, root, comm, stream };
+            let t = a.tail()?;
             memo.insert(tail, t);
             t
         }
     };
-    let CallTail { count, datatype, redop, root, comm, stream } = t;
-    Some(CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream })
+    Some(t.with_head(kind, sendbuff, recvbuff))
 }
 
 #[cfg(test)]
