@@ -47,16 +47,8 @@ impl Block {
             let start = entries.len() - s.len();
             let e = match rows.same_as_prev(s) {
                 Some(e) => PathEntry { start: start as u32, ..e },
-                None => match self.entry_read(s, rows) {
-                    Some((to, target_len, hops, bw, kind, rest)) => PathEntry {
-                        start: start as u32,
-                        len: (s.len() - rest.len()) as u32,
-                        target_len,
-                        to,
-                        hops,
-                        bw_gb_s: bw,
-                        kind,
-                    },
+                None => match self.entry_read(s, start as u32, rows) {
+                    Some(e) => e,
                     // Cut at NCCL's line-length limit: the complete entries are kept.
                     None if !s.contains(&b')') => return Outcome::Ok,
                     None => return Outcome::Malformed,
@@ -68,18 +60,20 @@ impl Block {
         }
     }
 
-    /// An entry read: (target node, target length, hops, GB/s, type, rest).
-    /// Its target is the previous row's at this position when the bytes are
-    /// the same (nine in ten of the entries that are not the same as a
-    /// whole), and only what follows it is read; otherwise all of it.
-    fn entry_read<'s>(&mut self, s: &'s [u8], rows: &PathRows) -> Option<(usize, u32, u32, f64, LinkKind, &'s [u8])> {
-        if let Some((to, target_len)) = rows.same_target(s) {
-            let (hops, bw, kind, rest) = parse_path_suffix(&s[target_len as usize..])?;
-            return Some((to, target_len, hops, bw, kind, rest));
-        }
-        let (target, hops, bw, kind, rest) = parse_path_entry(s)?;
-        let target_len = (s.len() - target.rest.len()) as u32;
-        Some((self.node(target.kind, target.id), target_len, hops, bw, kind, rest))
+    /// The entry at the start of `s` (at `start` in the line's entries),
+    /// read. Its target is the previous row's at this position when the
+    /// bytes are the same (nine in ten of the entries that are not the same
+    /// as a whole), and only what follows it is read; otherwise all of it.
+    fn entry_read(&mut self, s: &[u8], start: u32, rows: &PathRows) -> Option<PathEntry> {
+        let (to, target_len, (hops, bw_gb_s, kind, rest)) = match rows.same_target(s) {
+            Some((to, target_len)) => (to, target_len, parse_path_suffix(&s[target_len as usize..])?),
+            None => {
+                let (target, hops, bw, kind, rest) = parse_path_entry(s)?;
+                let target_len = (s.len() - target.rest.len()) as u32;
+                (self.node(target.kind, target.id), target_len, (hops, bw, kind, rest))
+            }
+        };
+        Some(PathEntry { start, len: (s.len() - rest.len()) as u32, target_len, to, hops, bw_gb_s, kind })
     }
 
     /// `Paths from GPU/F000 :` starts a group of chain lines.
