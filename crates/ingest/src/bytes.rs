@@ -5,11 +5,15 @@
 //!
 //! All functions take `&[u8]` and never panic on arbitrary input. The SSE2
 //! scans (equality of 16 bytes or more, the positions of a byte) are in
-//! `bytes_simd`, with their scalar references.
+//! `bytes_simd`, the runs of host-name bytes in `bytes_host`, each with
+//! its scalar reference.
 
 #[path = "bytes_simd.rs"]
 mod simd;
 pub use simd::{mask32, Positions};
+#[path = "bytes_host.rs"]
+mod host;
+pub use host::{host_run_end, host_run_start};
 
 /// Parses an unsigned decimal integer that spans all of `s`.
 #[inline]

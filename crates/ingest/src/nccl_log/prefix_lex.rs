@@ -1,10 +1,11 @@
 //! Byte-level pieces of the line prefix (see [`super`]): the `host:pid:tid `
 //! candidates found at a colon (the digit runs read 8 bytes at a time, with
-//! the byte-at-a-time reference they are tested against) and the epoch
-//! timestamps before a host, glued to it or not.
+//! the byte-at-a-time reference they are tested against; the host read
+//! back from the colon 16 bytes at a time, `crate::bytes::host_run_start`)
+//! and the epoch timestamps before a host, glued to it or not.
 
 use super::Candidate;
-use crate::bytes::{dec_u64, float, is_host_byte};
+use crate::bytes::{dec_u64, float};
 
 /// Checks for `host:pid:tid ` where `line[colon]` is the first colon.
 /// Most colons of a message are not followed by a digit: that test is
@@ -28,10 +29,9 @@ fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
     if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
         return None;
     }
-    let mut hs = colon;
-    while hs > 0 && is_host_byte(line[hs - 1]) {
-        hs -= 1;
-    }
+    // Debris glued in front makes this run long (`0x7f4d52c0e800stone`):
+    // 16 bytes a test.
+    let mut hs = crate::bytes::host_run_start(line, colon);
     // Host names start with a letter or digit: `-1gdr114` is debris + host.
     while hs < colon && !crate::bytes::is_host_start(line[hs]) {
         hs += 1;
@@ -115,7 +115,19 @@ fn digits_u32_scalar(line: &[u8], from: usize) -> (usize, Option<u32>) {
 /// `%6f`, `%9f`); when the host itself starts with a digit the run is longer,
 /// and the widest of those shorter than the run is taken. Returns (ns, the timestamp's start, the
 /// host's start).
+///
+/// Most hosts start with a letter: that test inlines, the rest does not.
+#[inline(always)]
 pub(super) fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
+    if host_start >= host_end || !line[host_start].is_ascii_digit() {
+        return None;
+    }
+    glued_timestamp_digit(line, host_start, host_end)
+}
+
+/// [`glued_timestamp`] past its first test.
+#[inline(never)]
+fn glued_timestamp_digit(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
     let h = &line[host_start..host_end];
     if !h.first()?.is_ascii_digit() {
         return None;
@@ -148,11 +160,20 @@ pub(super) fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -
     Some((secs.checked_mul(1_000_000_000)?.checked_add(ns)?, host_start + secs_at, host_start + host_at))
 }
 
-/// A `%s.%6f` epoch timestamp right before the host: returns (ns, its start).
+/// A `%s.%6f` epoch timestamp right before the host: returns (ns, its
+/// start). Mostly no space precedes the host (a line's start, debris glued
+/// in front): that test inlines, the rest does not.
+#[inline(always)]
 pub(super) fn timestamp_before(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
     if host_start < 2 || line[host_start - 1] != b' ' {
         return (None, host_start);
     }
+    timestamp_after_space(line, host_start)
+}
+
+/// [`timestamp_before`] past its first test.
+#[inline(never)]
+fn timestamp_after_space(line: &[u8], host_start: usize) -> (Option<i64>, usize) {
     let end = host_start - 1;
     let mut s = end;
     while s > 0 && (line[s - 1].is_ascii_digit() || line[s - 1] == b'.') {

@@ -194,7 +194,7 @@ fn candidates_agree_with_a_two_pass_read() {
             return None;
         }
         let mut hs = colon;
-        while hs > 0 && is_host_byte(line[hs - 1]) {
+        while hs > 0 && crate::bytes::is_host_byte(line[hs - 1]) {
             hs -= 1;
         }
         while hs < colon && !crate::bytes::is_host_start(line[hs]) {

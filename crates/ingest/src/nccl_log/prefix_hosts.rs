@@ -1,0 +1,215 @@
+//! The host names known per pid ([`KnownHosts`]), which undo the debris a
+//! cut line glues in front of a host (`stonstone:2984738:…`), and what a
+//! chunk parse's host answers assumed of the hosts known before it
+//! ([`HostSpec`], checked by the join). [`KnownHosts`] also carries the
+//! state of [`super`]'s line splitting (the prefix memo, the `NCCL `
+//! finder, the shortcuts switch), which relies on these answers.
+
+use super::super::prefix_cache::PrefixCache;
+use crate::bytes::NcclFinder;
+
+/// Host names seen so far, by pid, used to undo fused host names; also the
+/// memo of recent prefixes (it lives here because it relies on this state).
+pub struct KnownHosts {
+    by_pid: rustc_hash::FxHashMap<u32, Vec<Box<[u8]>>>,
+    pub(super) recent: PrefixCache,
+    /// Whether [`split_line`] may take its shortcuts; off, every line goes
+    /// through [`split_line_scan`] (the reference the shortcuts are tested on).
+    pub(super) fast: bool,
+    /// Finds `NCCL ` for [`split_line`]'s second-prefix check.
+    pub(super) nccl: NcclFinder,
+    /// Set by the last line [`split_line`] found no segment in: whether it
+    /// held a `host:pid:tid ` all the same ([`has_cut_prefix`]'s answer,
+    /// read off the scan that found no segment). Valid only right after
+    /// such a line.
+    pub(in crate::nccl_log) cut_prefix: bool,
+    /// On a chunk parse (see [`super::chunk_join`]), what its answers
+    /// assumed of the hosts known before it; `None` elsewhere.
+    pub(in crate::nccl_log) spec: Option<Box<HostSpec>>,
+}
+
+/// What a chunk parse's host answers rest on. [`KnownHosts::resolve`]
+/// answers from the spellings known for a pid: those seeded (assumed known
+/// before the chunk) and those learned in it. The join accepts the chunk only
+/// if, for every spelling the chunk asked about, the state before the chunk
+/// knows exactly the seeded spellings among its suffixes (then every answer,
+/// and so every learned spelling, is the one the sequential reader gives).
+#[derive(Default)]
+pub(in crate::nccl_log) struct HostSpec {
+    /// Spellings assumed known before the chunk, by pid.
+    pub(in crate::nccl_log) seeds: Vec<(u32, Box<[u8]>)>,
+    /// Spellings answered as debris of a known one, each once, at most
+    /// [`MAX_DEBRIS`] (then `overflow`: the join cannot check them); each
+    /// key is the pid's 4 bytes (little-endian) then the spelling, so that a
+    /// spelling answered again is looked up as a slice built in `key`, not
+    /// boxed (an allocation per debris answer was 8 % of what chunking
+    /// added to `stats` on the bench log).
+    pub(in crate::nccl_log) debris: rustc_hash::FxHashSet<Box<[u8]>>,
+    key: Vec<u8>,
+    pub(in crate::nccl_log) overflow: bool,
+    /// Spellings learned after a longer spelling of the same pid ending with
+    /// them (`stone` after `stonstone`): the longer one was debris if the
+    /// state before the chunk knew this one. A spelling learned before any
+    /// such question (not late) may have been known before the chunk without
+    /// changing an answer.
+    pub(in crate::nccl_log) late: Vec<(u32, Box<[u8]>)>,
+}
+
+impl HostSpec {
+    /// `host` of `pid` was answered as debris of a known spelling.
+    fn note_debris(&mut self, pid: u32, host: &[u8]) {
+        // The same answer as the last one (a cut line's debris repeats on
+        // the lines of one burst): the key built last time is it.
+        if self.key.len() == host.len() + 4 && self.key[..4] == pid.to_le_bytes() && &self.key[4..] == host {
+            return;
+        }
+        self.key.clear();
+        self.key.extend_from_slice(&pid.to_le_bytes());
+        self.key.extend_from_slice(host);
+        if self.debris.contains(&self.key[..]) {
+            return;
+        }
+        if self.debris.len() < MAX_DEBRIS {
+            self.debris.insert(self.key[..].into());
+        } else {
+            self.overflow = true;
+        }
+    }
+
+    /// The debris answers, as (pid, spelling).
+    fn debris(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        self.debris.iter().map(|k| (u32::from_le_bytes([k[0], k[1], k[2], k[3]]), &k[4..]))
+    }
+}
+
+impl Default for KnownHosts {
+    fn default() -> Self {
+        KnownHosts {
+            by_pid: Default::default(),
+            recent: PrefixCache::default(),
+            fast: true,
+            nccl: NcclFinder::default(),
+            cut_prefix: false,
+            spec: None,
+        }
+    }
+}
+
+impl KnownHosts {
+    /// Known hosts with [`split_line`]'s shortcuts on or off.
+    pub fn with_fast_paths(fast: bool) -> Self {
+        KnownHosts { fast, ..KnownHosts::default() }
+    }
+
+    /// Returns how many leading bytes of `host` are debris of a cut line:
+    /// `stonstone` with a known `stone` for this pid gives 4. Learns new hosts.
+    ///
+    /// One lookup of the pid and one pass over its spellings answer both
+    /// questions (is `host` known; which known spelling is its longest proper
+    /// suffix), each compare a few words without `memcmp`: a second lookup
+    /// and a `memcmp` per spelling made the debris answer (a cut line's
+    /// `ostone`, `0x7f4d52c0e800stone`) cost twice the known one.
+    pub(super) fn resolve(&mut self, host: &[u8], pid: u32) -> usize {
+        let n = host.len();
+        let hosts = self.by_pid.entry(pid).or_default();
+        let mut suffix: Option<usize> = None;
+        for k in hosts.iter() {
+            let m = k.len();
+            if m == n {
+                if crate::bytes::eq_words(k, host) {
+                    return 0;
+                }
+            } else if m < n && suffix.is_none_or(|s| m > s) && crate::bytes::eq_words(k, &host[n - m..]) {
+                suffix = Some(m);
+            }
+        }
+        if let Some(k) = suffix {
+            if let Some(s) = self.spec.as_deref_mut() {
+                s.note_debris(pid, host);
+            }
+            return n - k;
+        }
+        if let Some(s) = self.spec.as_deref_mut() {
+            if hosts.iter().any(|h| h.len() > n && h.ends_with(host)) {
+                s.late.push((pid, host.into()));
+            }
+        }
+        hosts.push(host.into());
+        0
+    }
+
+    /// A chunk parse's hosts: `seeds` (pid, spelling) assumed known before it.
+    pub(in crate::nccl_log) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)]) -> Self {
+        let mut h = KnownHosts::with_fast_paths(fast);
+        for (pid, host) in seeds {
+            h.learn(*pid, host);
+        }
+        h.spec = Some(Box::new(HostSpec { seeds: seeds.to_vec(), ..HostSpec::default() }));
+        h
+    }
+
+    /// Whether the state before a chunk (`self`) answers every host question
+    /// of the chunk's parse (`chunk`) as the chunk did (see [`HostSpec`]).
+    /// For every spelling `h` the chunk asked about, each spelling known
+    /// before that `h` ends with must be seeded, or be learned by the chunk
+    /// before any question it could have answered differently (not
+    /// [`HostSpec::late`]); each seeded one must be known before.
+    pub(in crate::nccl_log) fn agrees_with(&self, chunk: &KnownHosts) -> bool {
+        let Some(spec) = chunk.spec.as_deref() else { return true };
+        if spec.overflow {
+            return false;
+        }
+        let none: &[Box<[u8]>] = &[];
+        let asked = chunk.by_pid.iter().flat_map(|(&pid, hs)| hs.iter().map(move |h| (pid, h)));
+        let asked = asked.map(|(pid, h)| (pid, &h[..])).chain(spec.debris());
+        let has = |list: &[(u32, Box<[u8]>)], pid: u32, k: &[u8]| list.iter().any(|(p, s)| *p == pid && &s[..] == k);
+        for (pid, h) in asked {
+            let before = self.by_pid.get(&pid).map_or(none, |v| &v[..]);
+            let learned_early = |k: &[u8]| chunk.knows(pid, k) && !has(&spec.late, pid, k);
+            if before.iter().any(|k| h.ends_with(k) && !has(&spec.seeds, pid, k) && !learned_early(k)) {
+                return false;
+            }
+            let known_before = |k: &[u8]| before.iter().any(|b| &b[..] == k);
+            if spec.seeds.iter().any(|(p, k)| *p == pid && h.ends_with(k) && !known_before(k)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The host spellings known per pid (seeded or learned).
+    pub(in crate::nccl_log) fn learned(&self) -> impl Iterator<Item = (u32, &[Box<[u8]>])> {
+        self.by_pid.iter().map(|(&pid, h)| (pid, &h[..]))
+    }
+
+    /// Whether `host` is a known spelling for `pid`.
+    fn knows(&self, pid: u32, host: &[u8]) -> bool {
+        self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|k| &k[..] == host))
+    }
+
+    /// The cleanest spellings per pid: those learned with no other learned
+    /// spelling of the pid as a proper suffix (`stone`, not `stonstone`).
+    pub(in crate::nccl_log) fn clean_spellings(&self) -> Vec<(u32, Box<[u8]>)> {
+        let mut out = Vec::new();
+        for (&pid, hs) in &self.by_pid {
+            for h in hs {
+                if !hs.iter().any(|k| k.len() < h.len() && h.ends_with(k)) {
+                    out.push((pid, h.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Learns `host` for `pid` unless known (the join of a chunk's hosts).
+    pub(in crate::nccl_log) fn learn(&mut self, pid: u32, host: &[u8]) {
+        let hosts = self.by_pid.entry(pid).or_default();
+        if !hosts.iter().any(|h| &h[..] == host) {
+            hosts.push(host.into());
+        }
+    }
+}
+
+/// Most debris answers a parser remembers (see [`HostSpec::debris`]).
+const MAX_DEBRIS: usize = 4096;
+
