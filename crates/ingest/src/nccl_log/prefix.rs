@@ -361,10 +361,18 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     let mut p = after;
     let mut dev = None;
     if line.get(p) == Some(&b'[') {
-        // At most 12 bytes: a loop, not a call into `memchr`.
-        let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
-        dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok());
-        dev?;
+        // Mostly one digit (`[3]`): read as such, the same answer as the
+        // search below (its first `]` is that one).
+        let close = if p + 2 < limit && line[p + 1].is_ascii_digit() && line[p + 2] == b']' {
+            dev = Some((line[p + 1] - b'0') as u32);
+            p + 2
+        } else {
+            // At most 12 bytes: a loop, not a call into `memchr`.
+            let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
+            dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok());
+            dev?;
+            close
+        };
         p = close + 1;
         if line.get(p) == Some(&b' ') {
             p += 1;

@@ -13,19 +13,70 @@ use crate::bytes::NcclFinder;
 pub struct KnownHosts {
     by_pid: rustc_hash::FxHashMap<u32, Vec<Box<[u8]>>>,
     pub(super) recent: PrefixCache,
-    /// Whether [`split_line`] may take its shortcuts; off, every line goes
-    /// through [`split_line_scan`] (the reference the shortcuts are tested on).
+    /// Whether [`super::split_line`] may take its shortcuts; off, every line goes
+    /// through [`super::split_line_scan`] (the reference the shortcuts are tested on).
     pub(super) fast: bool,
-    /// Finds `NCCL ` for [`split_line`]'s second-prefix check.
+    /// Finds `NCCL ` for [`super::split_line`]'s second-prefix check.
     pub(super) nccl: NcclFinder,
-    /// Set by the last line [`split_line`] found no segment in: whether it
-    /// held a `host:pid:tid ` all the same ([`has_cut_prefix`]'s answer,
+    /// Set by the last line [`super::split_line`] found no segment in: whether it
+    /// held a `host:pid:tid ` all the same ([`super::has_cut_prefix`]'s answer,
     /// read off the scan that found no segment). Valid only right after
     /// such a line.
     pub(in crate::nccl_log) cut_prefix: bool,
-    /// On a chunk parse (see [`super::chunk_join`]), what its answers
+    /// On a chunk parse (see [`super::super::chunk_join`]), what its answers
     /// assumed of the hosts known before it; `None` elsewhere.
     pub(in crate::nccl_log) spec: Option<Box<HostSpec>>,
+    /// The last answers of [`KnownHosts::resolve`].
+    answers: Answers,
+}
+
+/// How many answers [`Answers`] keeps: the cut lines of a burst repeat a
+/// handful of (pid, spelling) pairs (on the bench log's sample, 3 of 4
+/// questions about a host inside a line were one of the last 4 asked).
+const ANSWERS: usize = 4;
+
+/// The last few answers of [`KnownHosts::resolve`], by pid and spelling:
+/// a compare of a few words instead of a hash lookup and a pass over the
+/// pid's spellings. An answer never changes while `resolve` alone learns:
+/// a known spelling stays known (0); a spelling `resolve` adds has no
+/// known proper suffix, so none it adds later is a longer suffix of a
+/// spelling already answered as debris (that suffix would have one). The
+/// join's [`KnownHosts::learn`] adds spellings without that test: it
+/// forgets every answer.
+#[derive(Default)]
+struct Answers {
+    slots: [Answer; ANSWERS],
+    /// The slot filled next (round robin).
+    next: usize,
+}
+
+#[derive(Default)]
+struct Answer {
+    filled: bool,
+    pid: u32,
+    /// The spelling asked about (the buffer is reused: no allocation once large enough).
+    host: Vec<u8>,
+    debris: usize,
+}
+
+impl Answers {
+    #[inline(always)]
+    fn get(&self, pid: u32, host: &[u8]) -> Option<usize> {
+        self.slots
+            .iter()
+            .find(|a| a.filled && a.pid == pid && crate::bytes::eq_words(&a.host, host))
+            .map(|a| a.debris)
+    }
+
+    fn put(&mut self, pid: u32, host: &[u8], debris: usize) {
+        let a = &mut self.slots[self.next];
+        self.next = (self.next + 1) % ANSWERS;
+        a.filled = true;
+        a.pid = pid;
+        a.host.clear();
+        a.host.extend_from_slice(host);
+        a.debris = debris;
+    }
 }
 
 /// What a chunk parse's host answers rest on. [`KnownHosts::resolve`]
@@ -91,12 +142,13 @@ impl Default for KnownHosts {
             nccl: NcclFinder::default(),
             cut_prefix: false,
             spec: None,
+            answers: Answers::default(),
         }
     }
 }
 
 impl KnownHosts {
-    /// Known hosts with [`split_line`]'s shortcuts on or off.
+    /// Known hosts with [`super::split_line`]'s shortcuts on or off.
     pub fn with_fast_paths(fast: bool) -> Self {
         KnownHosts { fast, ..KnownHosts::default() }
     }
@@ -110,6 +162,25 @@ impl KnownHosts {
     /// and a `memcmp` per spelling made the debris answer (a cut line's
     /// `ostone`, `0x7f4d52c0e800stone`) cost twice the known one.
     pub(super) fn resolve(&mut self, host: &[u8], pid: u32) -> usize {
+        let debris = match self.answers.get(pid, host) {
+            Some(d) => d,
+            None => {
+                let d = self.resolve_anew(host, pid);
+                self.answers.put(pid, host, d);
+                d
+            }
+        };
+        if debris > 0 {
+            if let Some(s) = self.spec.as_deref_mut() {
+                s.note_debris(pid, host);
+            }
+        }
+        debris
+    }
+
+    /// [`KnownHosts::resolve`] without its memo ([`Answers`]), but for
+    /// noting a debris answer on a chunk parse.
+    fn resolve_anew(&mut self, host: &[u8], pid: u32) -> usize {
         let n = host.len();
         let hosts = self.by_pid.entry(pid).or_default();
         let mut suffix: Option<usize> = None;
@@ -124,9 +195,6 @@ impl KnownHosts {
             }
         }
         if let Some(k) = suffix {
-            if let Some(s) = self.spec.as_deref_mut() {
-                s.note_debris(pid, host);
-            }
             return n - k;
         }
         if let Some(s) = self.spec.as_deref_mut() {
@@ -206,6 +274,8 @@ impl KnownHosts {
         let hosts = self.by_pid.entry(pid).or_default();
         if !hosts.iter().any(|h| &h[..] == host) {
             hosts.push(host.into());
+            // Added without `resolve`'s test: it may change an answer.
+            self.answers = Answers::default();
         }
     }
 }
@@ -213,3 +283,52 @@ impl KnownHosts {
 /// Most debris answers a parser remembers (see [`HostSpec::debris`]).
 const MAX_DEBRIS: usize = 4096;
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `resolve` with its memo against `resolve_anew` alone, on runs of
+    /// spellings (debris glued in front of a few hosts, a few pids) with
+    /// the join's `learn` in between, on a chunk parse's hosts and not.
+    #[test]
+    fn remembered_answers_are_the_answers() {
+        let words: [&[u8]; 6] = [b"stone", b"tone", b"ostone", b"0x7f4d52c0e800stone", b"stonstone", b"gdr114"];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for round in 0..400 {
+            let seeds: Vec<(u32, Box<[u8]>)> = if round % 2 == 0 { vec![] } else { vec![(1, b"tone"[..].into())] };
+            let (mut memo, mut plain) = if seeds.is_empty() {
+                (KnownHosts::default(), KnownHosts::default())
+            } else {
+                (KnownHosts::speculative(true, &seeds), KnownHosts::speculative(true, &seeds))
+            };
+            for _ in 0..60 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (pid, w) = ((x % 3) as u32, words[(x >> 8) as usize % words.len()]);
+                if (x >> 20) % 9 == 0 {
+                    memo.learn(pid, w);
+                    plain.learn(pid, w);
+                    continue;
+                }
+                let want = plain.resolve_anew(w, pid);
+                if want > 0 {
+                    if let Some(s) = plain.spec.as_deref_mut() {
+                        s.note_debris(pid, w);
+                    }
+                }
+                assert_eq!(memo.resolve(w, pid), want, "round {round}");
+            }
+            let sorted = |h: &KnownHosts| {
+                let mut v: Vec<(u32, Vec<Box<[u8]>>)> = h.learned().map(|(p, s)| (p, s.to_vec())).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(sorted(&memo), sorted(&plain));
+            if let (Some(a), Some(b)) = (memo.spec.as_deref(), plain.spec.as_deref()) {
+                assert_eq!((&a.debris, &a.late, a.overflow), (&b.debris, &b.late, b.overflow));
+            }
+        }
+    }
+}
