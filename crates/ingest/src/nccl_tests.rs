@@ -22,6 +22,7 @@
 //! Streams the file line by line ([`TableScan`], which the NCCL log reader
 //! also feeds in its own pass over a log that holds tables); rows that start
 //! like a result but do not parse are counted and reported with their line numbers.
+//! A row's tokens are cut in `nccl_tests_tokens.rs`.
 
 use crate::error::IngestError;
 use crate::lines::LineSource;

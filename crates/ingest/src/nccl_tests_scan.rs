@@ -6,7 +6,9 @@
 //! lines the scan may use ([`KeptLines`], after the per-line filtering, which
 //! runs on all cores), and the join hands them over in file order.
 //! [`super::read_nccl_tests`] is this scan over a file of its own: both give
-//! the same [`BenchFile`].
+//! the same [`BenchFile`]. A line with call-site marks that the scan passes
+//! over is remembered ([`LastUnused`]): its repeats are passed over by one
+//! compare.
 
 use marks::MarkHorizon;
 use super::{has_mark, header_columns, kind_in_text, may_matter, passed_over_unless, strip_call_sites, strip_decoration, BenchFile, State, Table, START_KEYWORDS};
