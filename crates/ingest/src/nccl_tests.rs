@@ -22,6 +22,7 @@
 //! Streams the file line by line ([`TableScan`], which the NCCL log reader
 //! also feeds in its own pass over a log that holds tables); rows that start
 //! like a result but do not parse are counted and reported with their line numbers.
+//! A row's tokens are cut in `nccl_tests_tokens.rs`.
 
 use crate::error::IngestError;
 use crate::lines::LineSource;
@@ -99,6 +100,10 @@ pub struct BenchFile {
 mod sniff;
 pub use sniff::{looks_like_nccl_tests, sniff_file, BenchSniff, BenchSniffer};
 
+#[path = "nccl_tests_tokens.rs"]
+mod tokens;
+use tokens::row_tokens;
+
 #[path = "nccl_tests_scan.rs"]
 mod scan;
 pub use scan::{BenchTables, KeptLines, TableScan, SCAN_MAX_LINE};
@@ -128,9 +133,21 @@ struct Table {
     header_line: u64,
     rows: Vec<BenchRow>,
     avg: Option<f64>,
-    /// A row printed in pieces: its tokens so far, how many the size/count/
-    /// type/redop/root head had, and the line it started on.
-    pending: Option<(Vec<String>, usize, u64)>,
+    /// A row printed in pieces, see [`Pending`].
+    pending: Option<Pending>,
+}
+
+/// A row printed in pieces: its tokens so far joined by single spaces (what
+/// a malformed-row report prints; one string, not one per token: the
+/// allocations were a third of [`Table::feed`]), how many tokens that is,
+/// how many the size/count/type/redop/root head had, and the line it
+/// started on. Tokens hold no whitespace, so splitting the text at spaces
+/// gives them back.
+struct Pending {
+    text: String,
+    count: usize,
+    head_len: usize,
+    at: u64,
 }
 
 impl Table {
@@ -149,54 +166,36 @@ impl Table {
         };
         let head = tokens.len() >= 3 && is_int(tokens[0]) && is_int(tokens[1]) && type_name(tokens[2]);
         if head && tokens.len() >= 11 {
-            if let Some((p, _, at)) = self.pending.take() {
-                bad(malformed, at, &p.join(" "));
+            if let Some(p) = self.pending.take() {
+                bad(malformed, p.at, &p.text);
             }
             match parse_row(&tokens, self.middle, line) {
                 Some(r) => self.rows.push(r),
                 None => bad(malformed, line, t),
             }
         } else if head && tokens.len() <= 5 {
-            if let Some((p, _, at)) = self.pending.take() {
-                bad(malformed, at, &p.join(" "));
+            if let Some(p) = self.pending.take() {
+                bad(malformed, p.at, &p.text);
             }
-            self.pending = Some((tokens.iter().map(|s| s.to_string()).collect(), tokens.len(), line));
+            self.pending = Some(Pending { text: tokens.join(" "), count: tokens.len(), head_len: tokens.len(), at: line });
         } else if !head && matches!(tokens.len(), 4 | 8) && tokens.iter().all(|x| is_value(x)) {
-            let Some((p, head_len, at)) = &mut self.pending else { return bad(malformed, line, t) };
-            p.extend(tokens.iter().map(|s| s.to_string()));
-            if p.len() >= *head_len + 8 {
-                let (p, at) = (std::mem::take(p), *at);
-                self.pending = None;
-                let refs: Vec<&str> = p.iter().map(String::as_str).collect();
-                match parse_row(&refs, self.middle, at) {
+            let Some(p) = &mut self.pending else { return bad(malformed, line, t) };
+            for x in &tokens {
+                p.text.push(' ');
+                p.text.push_str(x);
+            }
+            p.count += tokens.len();
+            if p.count >= p.head_len + 8 {
+                let p = self.pending.take().expect("pending row");
+                let refs: Vec<&str> = p.text.split(' ').collect();
+                match parse_row(&refs, self.middle, p.at) {
                     Some(r) => self.rows.push(r),
-                    None => bad(malformed, at, &p.join(" ")),
+                    None => bad(malformed, p.at, &p.text),
                 }
             }
         }
         // Anything else (debris of NCCL lines that other writers cut) is no row.
     }
-}
-
-/// The whitespace tokens of a row (piece), cut where an NCCL debug line was
-/// glued on (`-1mew0:64904:64904` keeps `-1`); `None` for a line that is an
-/// NCCL debug line itself (its host may start with a digit).
-fn row_tokens(t: &str) -> Option<Vec<&str>> {
-    let mut out = Vec::new();
-    for w in t.split_whitespace() {
-        if w.contains(':') {
-            if out.is_empty() {
-                return None;
-            }
-            let keep = w.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+')).count();
-            if keep > 0 {
-                out.push(&w[..keep]);
-            }
-            break;
-        }
-        out.push(w);
-    }
-    Some(out)
 }
 
 #[derive(Default)]
@@ -254,8 +253,8 @@ impl State {
 
     fn close(&mut self, out: &mut BenchFile, file_kind: Option<OpKind>) {
         let Some(tb) = self.table.take() else { return };
-        if let Some((p, _, at)) = &tb.pending {
-            out.malformed.push((*at, format!("row never completed: {}", p.join(" "))));
+        if let Some(p) = &tb.pending {
+            out.malformed.push((p.at, format!("row never completed: {}", p.text)));
         }
         if tb.rows.is_empty() {
             return;

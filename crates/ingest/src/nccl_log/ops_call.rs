@@ -166,8 +166,8 @@ pub(super) struct CallTail {
 
 impl CallTail {
     #[inline(always)]
-    fn with_head(self, kind: OpKind, sendbuff: u64, recvbuff: u64) -> CallArgs {
-        let CallTail { count, datatype, redop, root, comm, stream } = self;
+    fn with_head(&self, kind: OpKind, sendbuff: u64, recvbuff: u64) -> CallArgs {
+        let CallTail { count, datatype, redop, root, comm, stream } = *self;
         CallArgs { kind, sendbuff, recvbuff, count, datatype, redop, root, comm, stream }
     }
 }
@@ -181,14 +181,11 @@ pub(super) type CallMemo = Recent<CallTail>;
 pub(super) fn parse_call_args_memo(msg: &[u8], memo: &mut CallMemo) -> Option<CallArgs> {
     let (kind, sendbuff, recvbuff, mut a) = call_head(msg)?;
     let tail = &msg[a.p..];
-    let t = match memo.lookup(tail) {
-        Some(t) => t,
-        None => {
-            let t = a.tail()?;
-            memo.insert(tail, t);
-            t
-        }
-    };
+    if let Some(t) = memo.lookup(tail) {
+        return Some(t.with_head(kind, sendbuff, recvbuff));
+    }
+    let t = a.tail()?;
+    memo.insert(tail, t);
     Some(t.with_head(kind, sendbuff, recvbuff))
 }
 
