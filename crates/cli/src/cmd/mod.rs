@@ -1,5 +1,6 @@
 //! One module per subcommand.
 mod bench_json;
+mod json_pretty;
 pub mod cluster;
 pub mod demo;
 pub mod diff;

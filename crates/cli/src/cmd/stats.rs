@@ -353,7 +353,7 @@ impl<T: serde::Serialize> serde::Serialize for EachAsValue<'_, T> {
 fn write_json_to_stdout(doc: &impl serde::Serialize) -> CmdResult {
     use std::io::Write;
     let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-    let res = serde_json::to_writer_pretty(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
+    let res = super::json_pretty::to_writer(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
         w.write_all(b"\n")?;
         w.flush()
     });

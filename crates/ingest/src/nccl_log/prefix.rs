@@ -215,20 +215,6 @@ impl KnownHosts {
         self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|k| &k[..] == host))
     }
 
-    /// The cleanest spellings per pid: those learned with no other learned
-    /// spelling of the pid as a proper suffix (`stone`, not `stonstone`).
-    pub(super) fn clean_spellings(&self) -> Vec<(u32, Box<[u8]>)> {
-        let mut out = Vec::new();
-        for (&pid, hs) in &self.by_pid {
-            for h in hs {
-                if !hs.iter().any(|k| k.len() < h.len() && h.ends_with(k)) {
-                    out.push((pid, h.clone()));
-                }
-            }
-        }
-        out
-    }
-
     /// Learns `host` for `pid` unless known (the join of a chunk's hosts).
     pub(super) fn learn(&mut self, pid: u32, host: &[u8]) {
         let hosts = self.by_pid.entry(pid).or_default();
@@ -295,25 +281,6 @@ pub fn split_first(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
     }
     out.clear();
     Split::Many(split_line_rest(line, hosts, out))
-}
-
-/// The host spellings [`split_line`] would learn from `line` into `hosts`,
-/// but for a line starting with a prefix the memo remembers: its start
-/// teaches nothing (its host is known), and its message is not searched for
-/// a second prefix. For `super::chunked::seed_hosts`, which only seeds a
-/// chunk parse (a spelling it misses costs at most that chunk read again by
-/// the join, and second prefixes are where debris glues onto hosts): a
-/// search per line was a third of its cost.
-pub(super) fn learn_hosts(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) {
-    if hosts.fast {
-        if hosts.recent.lookup(line).is_some() {
-            return;
-        }
-        out.clear();
-        split_line_rest(line, hosts, out);
-    } else {
-        split_line(line, hosts, out);
-    }
 }
 
 /// [`split_line`] when the prefix memo does not know the line's start.
