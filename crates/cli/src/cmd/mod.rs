@@ -1,5 +1,7 @@
 //! One module per subcommand.
 mod bench_json;
+mod json_pretty;
+mod stats_json;
 pub mod cluster;
 pub mod demo;
 pub mod diff;

@@ -14,6 +14,7 @@ use commlens_ingest::kind::{classify, FileKind};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nccl_tests::{read_nccl_tests, BenchFile, BenchTables};
 use super::bench_json::SortedBench;
+use super::stats_json::{Each, SortedComm, SortedRank};
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> CmdResult {
@@ -312,7 +313,8 @@ struct StatsJson<'a> {
     stats: SortedStats<'a>,
 }
 
-/// A [`StatsReport`] with its fields in sorted order, rows one at a time.
+/// A [`StatsReport`] with its fields in sorted order, rows one at a time
+/// (the per-rank and per-communicator ones by [`super::stats_json`]).
 struct SortedStats<'a>(&'a StatsReport);
 
 impl serde::Serialize for SortedStats<'_> {
@@ -320,9 +322,9 @@ impl serde::Serialize for SortedStats<'_> {
         use serde::ser::SerializeMap;
         let r = self.0;
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("comms", &EachAsValue(&r.comms))?;
+        m.serialize_entry("comms", &Each(&r.comms, SortedComm))?;
         m.serialize_entry("ops", &EachAsValue(&r.ops))?;
-        m.serialize_entry("ranks", &EachAsValue(&r.ranks))?;
+        m.serialize_entry("ranks", &Each(&r.ranks, SortedRank))?;
         m.serialize_entry("sizes", &EachAsValue(&r.sizes))?;
         m.serialize_entry("total_bytes", &r.total_bytes)?;
         m.serialize_entry("total_ops", &r.total_ops)?;
@@ -353,7 +355,7 @@ impl<T: serde::Serialize> serde::Serialize for EachAsValue<'_, T> {
 fn write_json_to_stdout(doc: &impl serde::Serialize) -> CmdResult {
     use std::io::Write;
     let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-    let res = serde_json::to_writer_pretty(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
+    let res = super::json_pretty::to_writer(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
         w.write_all(b"\n")?;
         w.flush()
     });

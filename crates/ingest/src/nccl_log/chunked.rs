@@ -1,6 +1,6 @@
 //! One large log on all cores: the file is cut into chunks at line starts,
 //! the chunks are parsed in parallel (rayon), each from an empty state but
-//! for the host spellings seen just before it ([`seed_hosts`]), and joined in
+//! for the host spellings seen just before it ([`super::chunk_seeds`]), and joined in
 //! file order ([`super::chunk_order`], [`super::chunk_join`]) into exactly
 //! what the sequential reader gives: the same table, report, operations and
 //! line numbers.
@@ -25,7 +25,7 @@
 
 use super::chunk_join::ChunkMaps;
 use super::chunk_order::Joiner;
-use super::prefix::{learn_hosts, KnownHosts};
+use super::chunk_seeds::seed_hosts;
 use super::{LogParser, ReadOptions, ReadReport};
 use crate::error::IngestError;
 use crate::nccl_tests::KeptLines;
@@ -321,44 +321,6 @@ where
 /// Chunks a worker may parse ahead of the join, per worker.
 const LOOKAHEAD: usize = 4;
 
-/// How far before a chunk its seeds are looked for (see [`parse_chunk`]):
-/// a quarter of a chunk, at most this. Those bytes are split twice (1 MiB
-/// cost 3 % of `stats`' instructions on the bench log; 512 KiB half that),
-/// but 256 KiB missed spellings: 3 of its 48 chunks read again by the join
-/// ("host names with debris"), none at 512 KiB, more work in all. Lines
-/// that start with a prefix seen before are passed over
-/// ([`super::prefix::learn_hosts`]): 19.4 -> 14 M instructions for the 12
-/// chunks of the 100 MB bench log, no chunk read again.
-const SEED_BYTES: u64 = 1 << 19;
-
-/// Host spellings to seed a chunk starting at byte `start` with: the
-/// cleanest spellings of the processes that wrote the bytes before it,
-/// which the lines before the chunk have taught the sequential reader (the
-/// join checks that). Without them a chunk that meets a spelling with debris
-/// glued in front (`stonstone:2984738`) before the clean one would take it
-/// for a new host.
-pub(super) fn seed_hosts(
-    path: &Path,
-    opts: &ReadOptions,
-    start: u64,
-) -> std::io::Result<Vec<(u32, Box<[u8]>)>> {
-    let from = start.saturating_sub(SEED_BYTES.min(chunk_size(opts) / 4));
-    let Some(mut src) = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, from, start)?
-    else {
-        return Ok(Vec::new());
-    };
-    let mut hosts = KnownHosts::with_fast_paths(opts.fast_paths);
-    let mut segs = Vec::new();
-    let mut whole = from == 0;
-    while let Some(line) = src.next_line()? {
-        // The first line may start mid-way.
-        if std::mem::replace(&mut whole, true) {
-            learn_hosts(line, &mut hosts, &mut segs);
-        }
-    }
-    Ok(hosts.clean_spellings())
-}
-
 /// Parses chunk `i` from an empty state (line numbers from 1), but for the
 /// host spellings of [`seed_hosts`] (none for the first chunk).
 fn parse_chunk<S, M, F>(job: &Job<M, F>, i: usize) -> Result<Parsed<S>, IngestError>
@@ -435,13 +397,15 @@ fn chunk_lines<L: LineSource, const INLINE_FEED: bool>(
     sink: &mut dyn FnMut(CollOp),
 ) -> Result<(Option<String>, Option<u64>), IngestError> {
     let io_err = |e| IngestError::Io { path: path.to_path_buf(), source: e };
-    let (mut first_line, mut first_nccl) = (None, None);
+    let mut first_line = None;
     let mut no = 0;
-    loop {
+    // Up to the first line with an NCCL segment (a few lines, mostly), with
+    // the per-line checks that need; the parser's path called, not inlined.
+    let first_nccl = loop {
         if let Some(b) = bench.as_mut() {
             b.ahead(src.next_offset(), || src.ahead().1);
         }
-        let Some(line) = src.next_line().map_err(io_err)? else { break };
+        let Some(line) = src.next_line().map_err(io_err)? else { return Ok((first_line, None)) };
         no += 1;
         if first && no == 1 {
             if line.iter().take(4096).any(|&b| b == 0) {
@@ -452,13 +416,26 @@ fn chunk_lines<L: LineSource, const INLINE_FEED: bool>(
         if let Some(b) = bench.as_mut() {
             b.line(line, no);
         }
+        parser.feed_line(line, no, sink);
+        if parser.report.nccl_segments > 0 {
+            break Some(no);
+        }
+    };
+    // The rest, without those checks (they were ~7 M instructions on the
+    // 100 MB bench log, a line each).
+    loop {
+        if let Some(b) = bench.as_mut() {
+            b.ahead(src.next_offset(), || src.ahead().1);
+        }
+        let Some(line) = src.next_line().map_err(io_err)? else { break };
+        no += 1;
+        if let Some(b) = bench.as_mut() {
+            b.line(line, no);
+        }
         if INLINE_FEED {
             parser.feed_line_inline(line, no, sink);
         } else {
             parser.feed_line(line, no, sink);
-        }
-        if first_nccl.is_none() && parser.report.nccl_segments > 0 {
-            first_nccl = Some(no);
         }
     }
     Ok((first_line, first_nccl))

@@ -19,6 +19,7 @@
 mod chunk_check;
 mod chunk_join;
 mod chunk_order;
+mod chunk_seeds;
 mod chunk_threads;
 pub mod chunked;
 pub mod init;

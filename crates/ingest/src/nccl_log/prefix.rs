@@ -105,25 +105,6 @@ pub fn split_first(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) 
     Split::Many(split_line_rest(line, hosts, out))
 }
 
-/// The host spellings [`split_line`] would learn from `line` into `hosts`,
-/// but for a line starting with a prefix the memo remembers: its start
-/// teaches nothing (its host is known), and its message is not searched for
-/// a second prefix. For `super::chunked::seed_hosts`, which only seeds a
-/// chunk parse (a spelling it misses costs at most that chunk read again by
-/// the join, and second prefixes are where debris glues onto hosts): a
-/// search per line was a third of its cost.
-pub(super) fn learn_hosts(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) {
-    if hosts.fast {
-        if hosts.recent.lookup(line).is_some() {
-            return;
-        }
-        out.clear();
-        split_line_rest(line, hosts, out);
-    } else {
-        split_line(line, hosts, out);
-    }
-}
-
 /// [`split_line`] when the prefix memo does not know the line's start.
 #[inline(never)]
 fn split_line_rest(line: &[u8], hosts: &mut KnownHosts, out: &mut Vec<Segment>) -> usize {

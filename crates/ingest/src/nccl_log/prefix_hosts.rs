@@ -255,20 +255,6 @@ impl KnownHosts {
         self.by_pid.get(&pid).is_some_and(|hs| hs.iter().any(|k| &k[..] == host))
     }
 
-    /// The cleanest spellings per pid: those learned with no other learned
-    /// spelling of the pid as a proper suffix (`stone`, not `stonstone`).
-    pub(in crate::nccl_log) fn clean_spellings(&self) -> Vec<(u32, Box<[u8]>)> {
-        let mut out = Vec::new();
-        for (&pid, hs) in &self.by_pid {
-            for h in hs {
-                if !hs.iter().any(|k| k.len() < h.len() && h.ends_with(k)) {
-                    out.push((pid, h.clone()));
-                }
-            }
-        }
-        out
-    }
-
     /// Learns `host` for `pid` unless known (the join of a chunk's hosts).
     pub(in crate::nccl_log) fn learn(&mut self, pid: u32, host: &[u8]) {
         let hosts = self.by_pid.entry(pid).or_default();
