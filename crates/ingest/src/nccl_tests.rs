@@ -180,7 +180,15 @@ impl Table {
             if let Some(p) = self.pending.take() {
                 bad(malformed, p.at, &p.text);
             }
-            self.pending = Some(Pending { text: tokens.join(" "), count: n, head_len: n, at: line });
+            // Room for the whole row: the values' pieces are appended without growing it.
+            let mut text = String::with_capacity(160);
+            for (i, x) in tokens.iter().enumerate() {
+                if i > 0 {
+                    text.push(' ');
+                }
+                text.push_str(x);
+            }
+            self.pending = Some(Pending { text, count: n, head_len: n, at: line });
         } else if !head && matches!(n, 4 | 8) && tokens.iter().all(|x| is_value(x)) {
             let Some(p) = &mut self.pending else { return bad(malformed, line, t) };
             for x in tokens {
@@ -190,8 +198,16 @@ impl Table {
             p.count += n;
             if p.count >= p.head_len + 8 {
                 let p = self.pending.take().expect("pending row");
+                // The tokens back, at the spaces (a byte scan; `split(' ')` searched per token).
                 let mut refs = Tokens::new();
-                p.text.split(' ').for_each(|x| refs.push(x));
+                let mut from = 0;
+                for (i, &c) in p.text.as_bytes().iter().enumerate() {
+                    if c == b' ' {
+                        refs.push(&p.text[from..i]);
+                        from = i + 1;
+                    }
+                }
+                refs.push(&p.text[from..]);
                 match parse_row(&refs, self.middle, p.at) {
                     Some(r) => self.rows.push(r),
                     None => bad(malformed, p.at, &p.text),

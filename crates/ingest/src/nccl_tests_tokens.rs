@@ -54,10 +54,62 @@ impl<'a> Tokens<'a> {
 /// NCCL debug line itself (its host may start with a digit).
 pub(super) fn row_tokens(t: &str) -> Option<Tokens<'_>> {
     let mut out = Tokens::new();
-    // Split at bytes for ASCII text (the usual case; `split_whitespace`
-    // decodes chars), at Unicode whitespace otherwise: the same tokens.
-    let whole = if t.is_ascii() { cut_tokens(ascii_words(t), &mut out) } else { cut_tokens(t.split_whitespace(), &mut out) };
+    // Split at bytes while the text read is ASCII (the usual case;
+    // `split_whitespace` decodes chars), at Unicode whitespace otherwise:
+    // the same tokens.
+    let whole = match ascii_row_tokens(t, &mut out) {
+        Some(whole) => whole,
+        None => {
+            out = Tokens::new();
+            cut_tokens(t.split_whitespace(), &mut out)
+        }
+    };
     whole.then_some(out)
+}
+
+/// [`cut_tokens`] of the words split at ASCII whitespace (tab, line feed,
+/// vertical tab, form feed, carriage return and space: the ASCII characters
+/// that are Unicode whitespace; `u8::is_ascii_whitespace` leaves out the
+/// vertical tab), in one pass over the bytes, stopping
+/// at the end of the word that is cut (the NCCL line glued on after it is
+/// not read): `None` when a non-ASCII byte comes first, as the Unicode
+/// split may then cut words elsewhere. Up to the cut word's end the text is
+/// ASCII, and ASCII whitespace is the Unicode whitespace there, so both
+/// splits give the same tokens.
+#[inline]
+fn ascii_row_tokens<'a>(t: &'a str, out: &mut Tokens<'a>) -> Option<bool> {
+    let b = t.as_bytes();
+    let ws = |c: u8| matches!(c, b'\t'..=b'\r' | b' ');
+    let mut i = 0;
+    loop {
+        while i < b.len() && ws(b[i]) {
+            i += 1;
+        }
+        if i == b.len() {
+            return Some(true);
+        }
+        let start = i;
+        let mut colon = false;
+        while i < b.len() && !ws(b[i]) {
+            if b[i] >= 0x80 {
+                return None;
+            }
+            colon |= b[i] == b':';
+            i += 1;
+        }
+        let w = &t[start..i];
+        if colon {
+            if out.is_empty() {
+                return Some(false);
+            }
+            let keep = w.bytes().take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+')).count();
+            if keep > 0 {
+                out.push(&w[..keep]);
+            }
+            return Some(true);
+        }
+        out.push(w);
+    }
 }
 
 /// The tokens of [`row_tokens`] from `words`, into `out`; `false` for an
@@ -117,28 +169,6 @@ pub(super) fn plain_f64(x: &str) -> Option<f64> {
 #[inline]
 pub(super) fn cell_f64(x: &str) -> Option<f64> {
     plain_f64(x).or_else(|| x.parse().ok())
-}
-
-/// `str::split_whitespace` for ASCII text: the ASCII characters that are
-/// Unicode whitespace are tab, line feed, vertical tab, form feed, carriage
-/// return and space (`u8::is_ascii_whitespace` leaves out the vertical tab).
-fn ascii_words(t: &str) -> impl Iterator<Item = &str> {
-    let b = t.as_bytes();
-    let ws = |c: u8| matches!(c, b'\t'..=b'\r' | b' ');
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < b.len() && ws(b[i]) {
-            i += 1;
-        }
-        if i == b.len() {
-            return None;
-        }
-        let start = i;
-        while i < b.len() && !ws(b[i]) {
-            i += 1;
-        }
-        Some(&t[start..i])
-    })
 }
 
 #[cfg(test)]
