@@ -5,8 +5,9 @@
 //! The graph answers one question for the analyses: what is the slowest link
 //! between two GPUs (thesis eq. 4.12)?
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,14 +155,42 @@ pub struct Topology {
 /// (kind, id) nodes exist, extended incrementally (the fields are public, so
 /// each index remembers how many entries it covers and is rebuilt when they
 /// shrank), and the GPU-pair index, built on the first query for the graph's
-/// current sizes.
+/// current sizes. The node and link sets are hashed with Fx (small integer
+/// keys; no untrusted-input hashing concern for a parser's own graph) and
+/// node ids are packed into [`NodeKey`]: building a dump's graph looked up
+/// every node and link through SipHash and an allocated lower-case copy.
 #[derive(Default)]
 struct TopoIndex {
-    links: HashSet<(usize, usize, LinkKind)>,
+    links: FxHashSet<(usize, usize, LinkKind)>,
     links_covered: usize,
-    nodes: HashMap<(NodeKind, String), usize>,
+    nodes: FxHashMap<NodeKey, usize>,
     nodes_covered: usize,
     pairs: Mutex<Option<Arc<PairIndex>>>,
+}
+
+/// A node's kind and its id compared ignoring ASCII case: an id of at most
+/// 15 bytes lower-cased into one number (its length in the top byte, so ids
+/// of different lengths differ), so that a lookup allocates nothing; a
+/// longer id (none printed by NCCL) as a lower-cased string.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum NodeKey {
+    Short(NodeKind, u128),
+    Long(NodeKind, String),
+}
+
+impl NodeKey {
+    fn new(kind: NodeKind, id: &str) -> NodeKey {
+        let b = id.as_bytes();
+        if b.len() > 15 {
+            return NodeKey::Long(kind, id.to_ascii_lowercase());
+        }
+        let mut k = [0u8; 16];
+        for (d, s) in k.iter_mut().zip(b) {
+            *d = s.to_ascii_lowercase();
+        }
+        k[15] = b.len() as u8;
+        NodeKey::Short(kind, u128::from_le_bytes(k))
+    }
 }
 
 impl Clone for TopoIndex {
@@ -251,7 +280,8 @@ impl Topology {
     /// Finds a node by kind and printed id, adding it if absent.
     pub fn node(&mut self, kind: NodeKind, id: &str) -> usize {
         self.index_nodes();
-        if let Some(i) = self.find(kind, id) {
+        let key = NodeKey::new(kind, id);
+        if let Some(&i) = self.index.nodes.get(&key) {
             return i;
         }
         let bus_id = match kind {
@@ -259,13 +289,16 @@ impl Topology {
             _ => None,
         };
         self.nodes.push(TopoNode { kind, id: id.to_string(), bus_id, rank: None });
-        self.index_nodes();
-        self.nodes.len() - 1
+        // The index covered every node before this one, and this key was absent.
+        let i = self.nodes.len() - 1;
+        self.index.nodes.insert(key, i);
+        self.index.nodes_covered = self.nodes.len();
+        i
     }
 
     pub fn find(&self, kind: NodeKind, id: &str) -> Option<usize> {
         if self.index.nodes_covered == self.nodes.len() {
-            return self.index.nodes.get(&(kind, id.to_ascii_lowercase())).copied();
+            return self.index.nodes.get(&NodeKey::new(kind, id)).copied();
         }
         self.nodes.iter().position(|n| n.kind == kind && n.id.eq_ignore_ascii_case(id))
     }
@@ -278,7 +311,7 @@ impl Topology {
             ix.nodes_covered = 0;
         }
         for (i, n) in self.nodes.iter().enumerate().skip(ix.nodes_covered) {
-            ix.nodes.entry((n.kind, n.id.to_ascii_lowercase())).or_insert(i);
+            ix.nodes.entry(NodeKey::new(n.kind, &n.id)).or_insert(i);
         }
         ix.nodes_covered = self.nodes.len();
     }

@@ -102,7 +102,7 @@ pub use sniff::{looks_like_nccl_tests, sniff_file, BenchSniff, BenchSniffer};
 
 #[path = "nccl_tests_tokens.rs"]
 mod tokens;
-use tokens::row_tokens;
+use tokens::{cell_f64, plain_f64, row_tokens, Tokens};
 
 #[path = "nccl_tests_scan.rs"]
 mod scan;
@@ -156,38 +156,58 @@ impl Table {
     /// and NCCL's debug lines, sharing stdout, can land between them and
     /// glue onto their ends (`… sum  -1mew0:64904:64904 [1] NCCL INFO …`).
     fn feed(&mut self, t: &str, line: u64, malformed: &mut Vec<(u64, String)>) {
-        let Some(tokens) = row_tokens(t) else { return };
+        let Some(all) = row_tokens(t) else { return };
+        // Rows have at most 13 tokens: a longer line is only counted (see `Tokens`).
+        let (n, tokens) = (all.len(), all.kept());
         let bad = |m: &mut Vec<(u64, String)>, at: u64, text: &str| m.push((at, text.chars().take(160).collect()));
-        let is_int = |x: &str| x.parse::<u64>().is_ok();
-        let is_value = |x: &str| x == "N/A" || x.parse::<f64>().is_ok();
+        // `parse::<u64>().is_ok()`; up to 19 digits always fit.
+        let is_int = |x: &str| (!x.is_empty() && x.len() <= 19 && x.bytes().all(|b| b.is_ascii_digit())) || x.parse::<u64>().is_ok();
+        let is_value = |x: &str| x == "N/A" || plain_f64(x).is_some() || x.parse::<f64>().is_ok();
         // size, count, then a type name (`float`, `bfloat16`, `f8e4m3`, …).
         let type_name = |x: &str| {
             x.starts_with(|c: char| c.is_ascii_alphabetic()) && x.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && x != "N"
         };
-        let head = tokens.len() >= 3 && is_int(tokens[0]) && is_int(tokens[1]) && type_name(tokens[2]);
-        if head && tokens.len() >= 11 {
+        let head = n >= 3 && is_int(tokens[0]) && is_int(tokens[1]) && type_name(tokens[2]);
+        if head && n >= 11 {
             if let Some(p) = self.pending.take() {
                 bad(malformed, p.at, &p.text);
             }
-            match parse_row(&tokens, self.middle, line) {
+            match parse_row(&all, self.middle, line) {
                 Some(r) => self.rows.push(r),
                 None => bad(malformed, line, t),
             }
-        } else if head && tokens.len() <= 5 {
+        } else if head && n <= 5 {
             if let Some(p) = self.pending.take() {
                 bad(malformed, p.at, &p.text);
             }
-            self.pending = Some(Pending { text: tokens.join(" "), count: tokens.len(), head_len: tokens.len(), at: line });
-        } else if !head && matches!(tokens.len(), 4 | 8) && tokens.iter().all(|x| is_value(x)) {
+            // Room for the whole row: the values' pieces are appended without growing it.
+            let mut text = String::with_capacity(160);
+            for (i, x) in tokens.iter().enumerate() {
+                if i > 0 {
+                    text.push(' ');
+                }
+                text.push_str(x);
+            }
+            self.pending = Some(Pending { text, count: n, head_len: n, at: line });
+        } else if !head && matches!(n, 4 | 8) && tokens.iter().all(|x| is_value(x)) {
             let Some(p) = &mut self.pending else { return bad(malformed, line, t) };
-            for x in &tokens {
+            for x in tokens {
                 p.text.push(' ');
                 p.text.push_str(x);
             }
-            p.count += tokens.len();
+            p.count += n;
             if p.count >= p.head_len + 8 {
                 let p = self.pending.take().expect("pending row");
-                let refs: Vec<&str> = p.text.split(' ').collect();
+                // The tokens back, at the spaces (a byte scan; `split(' ')` searched per token).
+                let mut refs = Tokens::new();
+                let mut from = 0;
+                for (i, &c) in p.text.as_bytes().iter().enumerate() {
+                    if c == b' ' {
+                        refs.push(&p.text[from..i]);
+                        from = i + 1;
+                    }
+                }
+                refs.push(&p.text[from..]);
                 match parse_row(&refs, self.middle, p.at) {
                     Some(r) => self.rows.push(r),
                     None => bad(malformed, p.at, &p.text),
@@ -467,20 +487,21 @@ fn header_columns(l: &[u8]) -> Option<Middle> {
     Some(Middle { redop: middle.contains(&"redop"), root: middle.contains(&"root") })
 }
 
-fn parse_row(w: &[&str], m: Middle, line: u64) -> Option<BenchRow> {
-    if w.len() < 11 || w.len() > 13 {
+fn parse_row(all: &Tokens<'_>, m: Middle, line: u64) -> Option<BenchRow> {
+    if all.len() < 11 || all.len() > 13 {
         return None;
     }
+    let w = all.kept();
     let tail = &w[w.len() - 8..];
     // `inf`/`nan` (a zero time) are no measurement: the row is flagged as
     // malformed rather than reaching averages, comparisons or the output.
-    let finite = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite());
+    let finite = |x: &str| cell_f64(x).filter(|v| v.is_finite());
     let timing = |x: &[&str]| -> Option<BenchTiming> {
         Some(BenchTiming {
             time_us: finite(x[0])?,
             algbw_gb_s: finite(x[1])?,
             busbw_gb_s: finite(x[2])?,
-            errors: if x[3] == "N/A" { None } else { Some(x[3].parse().ok()?) },
+            errors: if x[3] == "N/A" { None } else { Some(cell_f64(x[3])?) },
         })
     };
     let mid = &w[3..w.len() - 8];

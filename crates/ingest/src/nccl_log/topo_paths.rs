@@ -5,10 +5,13 @@
 //!
 //! Consecutive `X :` lines of a block list the same targets in the same
 //! order, and mostly with the same `(hops/bw/TYPE)` (nine entries in ten on
-//! the bench sample): [`PathRows`] keeps the previous line's entries, and an
-//! entry whose bytes equal the one at the same position there takes its
-//! parse instead of reading it again; one whose target's bytes are the same
-//! takes its node, and only the `(…)` after it is read.
+//! the bench sample): [`PathRows`] keeps the previous line's entries. From
+//! each entry on, the line's bytes are compared with the previous line's from
+//! the entry at the same position ([`common_prefix`], eight bytes a step), and
+//! every previous entry wholly inside the equal stretch is taken with its
+//! parse (a run of entries for one comparison, not one comparison and one
+//! bookkeeping step per entry); an entry that is not the same is read, its
+//! node taken from the previous row when only its `(…)` differs.
 
 use super::topo_block::{Block, Outcome};
 use super::topo_lex::{node_ref, parse_bw, parse_path_entry, parse_path_suffix, skip_ws, upper_word, NodeRef};
@@ -16,6 +19,7 @@ use commlens_core::topo::{LinkKind, NodeKind, TopoPath};
 
 impl Block {
     /// Keeps the first path per (from, to): 2.28 repeats NET nodes and their paths.
+    #[inline]
     fn add_path(&mut self, p: TopoPath) {
         if self.path_keys.insert((p.from, p.to)) {
             self.topo.paths.push(p);
@@ -35,8 +39,9 @@ impl Block {
         outcome
     }
 
-    /// The entries of a path line from `from`, each taken from the previous
-    /// row when its bytes are the same (see [`PathRows`]), read otherwise.
+    /// The entries of a path line from `from`: runs of them taken from the
+    /// previous row where the bytes are the same (see [`PathRows::same_run`]),
+    /// the others read.
     fn path_entries(&mut self, from: usize, entries: &[u8], rows: &mut PathRows) -> Outcome {
         let mut s = entries;
         loop {
@@ -45,14 +50,22 @@ impl Block {
                 return Outcome::Ok;
             }
             let start = entries.len() - s.len();
-            let e = match rows.same_as_prev(s) {
-                Some(e) => PathEntry { start: start as u32, ..e },
-                None => match self.entry_read(s, start as u32, rows) {
-                    Some(e) => e,
-                    // Cut at NCCL's line-length limit: the complete entries are kept.
-                    None if !s.contains(&b')') => return Outcome::Ok,
-                    None => return Outcome::Malformed,
-                },
+            let (first, run, taken) = rows.same_run(s);
+            if taken > 0 {
+                let shift = start as u32 - rows.prev[first].start;
+                for i in first..first + run {
+                    let e = PathEntry { start: rows.prev[i].start + shift, ..rows.prev[i] };
+                    rows.cur.push(e);
+                    self.add_path(TopoPath { from, to: e.to, hops: e.hops, bw_gb_s: e.bw_gb_s, kind: e.kind });
+                }
+                s = &s[taken..];
+                continue;
+            }
+            let e = match self.entry_read(s, start as u32, rows) {
+                Some(e) => e,
+                // Cut at NCCL's line-length limit: the complete entries are kept.
+                None if !s.contains(&b')') => return Outcome::Ok,
+                None => return Outcome::Malformed,
             };
             rows.cur.push(e);
             self.add_path(TopoPath { from, to: e.to, hops: e.hops, bw_gb_s: e.bw_gb_s, kind: e.kind });
@@ -230,6 +243,55 @@ impl PairSet {
     }
 }
 
+/// Length of the longest common prefix of `a` and `b`, sixteen bytes a
+/// step with SSE2 (a path line repeats the previous one for hundreds of
+/// bytes at a time), the rest by [`common_prefix_from`].
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    #[allow(unused_mut)]
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        while i + 16 <= n {
+            // SAFETY: SSE2 is part of x86_64; both loads read [i, i + 16)
+            // with i + 16 <= n, within both slices.
+            let same = unsafe {
+                let x = _mm_loadu_si128(a.as_ptr().add(i).cast::<__m128i>());
+                let y = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
+                _mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) as u32
+            };
+            if same != 0xffff {
+                return i + (!same).trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+    }
+    common_prefix_from(a, b, i)
+}
+
+/// The scalar reference of [`common_prefix`] (from byte 0), and its tail:
+/// the common prefix given that the first `i` bytes are equal, eight bytes
+/// a step.
+#[inline]
+fn common_prefix_from(a: &[u8], b: &[u8], mut i: usize) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let (a8, b8) = (&a[i..], &b[i..]);
+    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
+        let d = u64::from_le_bytes(x.try_into().expect("8 bytes")) ^ u64::from_le_bytes(y.try_into().expect("8 bytes"));
+        if d != 0 {
+            return i + (d.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 /// One entry of a path line, read: where its bytes are in the line's
 /// entries (from the target to the `)`), and what they gave.
 #[derive(Clone, Copy, Debug)]
@@ -255,19 +317,32 @@ pub(super) struct PathRows {
 }
 
 impl PathRows {
-    /// The previous row's entry at the position `cur` is at, when `s` starts
-    /// with its bytes and the entry ends there as `parse_path_entry` ends an
-    /// entry (a blank or the end of the line): the parse is a function of
-    /// those bytes alone, and the node of a target id stays the same within
-    /// a block (nodes are only appended), so it would give the same.
+    /// The previous row's entries from the position `cur` is at that `s`
+    /// (starting at an entry) repeats: (index of the first, how many, bytes
+    /// of `s` they span). An entry counts when all its bytes, and the blanks
+    /// before it, are the same as there (at the same distance from the first
+    /// entry), and it ends in `s` as `parse_path_entry` ends an entry (a
+    /// blank or the end of the line): the parse is a function of those bytes
+    /// alone, and the node of a target id stays the same within a block
+    /// (nodes are only appended), so reading it would give the same. The
+    /// blanks between previous entries are what `skip_ws` skipped, so the
+    /// same bytes here put the next entry at the same distance.
     #[inline]
-    fn same_as_prev(&self, s: &[u8]) -> Option<PathEntry> {
-        let p = self.prev.get(self.cur.len())?;
-        let (start, len) = (p.start as usize, p.len as usize);
-        let bytes = &self.prev_text[start..start + len];
-        let here = s.get(..len)?;
-        let ends = matches!(s.get(len), None | Some(b' ' | b'\t'));
-        (ends && crate::bytes::eq_words(bytes, here)).then_some(*p)
+    fn same_run(&self, s: &[u8]) -> (usize, usize, usize) {
+        let first = self.cur.len();
+        let Some(p) = self.prev.get(first) else { return (first, 0, 0) };
+        let base = p.start as usize;
+        let same = common_prefix(&self.prev_text[base..], s);
+        let (mut run, mut taken) = (0, 0);
+        for q in &self.prev[first..] {
+            let end = q.start as usize - base + q.len as usize;
+            if end > same || !matches!(s.get(end), None | Some(b' ' | b'\t')) {
+                break;
+            }
+            run += 1;
+            taken = end;
+        }
+        (first, run, taken)
     }
 
     /// The previous row's target at the position `cur` is at, when `s`
@@ -331,6 +406,31 @@ mod tests {
             assert_eq!(bits.insert(pair), hash.insert(pair), "{pair:?}");
         }
         assert!(hash.len() > 1000);
+    }
+
+    /// `common_prefix` (SSE2) and its scalar reference against a
+    /// byte-by-byte count: every pair of lengths up to 50 and every
+    /// position of a first difference (and none).
+    #[test]
+    fn common_prefix_matches_bytewise() {
+        let reference = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let base: Vec<u8> = (0..50u8).map(|i| b'a' + i % 26).collect();
+        for la in 0..=50 {
+            for lb in 0..=50 {
+                for diff in 0..=50 {
+                    for flip in [1u8, 0x80] {
+                        let a = &base[..la];
+                        let mut b = base[..lb].to_vec();
+                        if diff < lb {
+                            b[diff] ^= flip;
+                        }
+                        assert_eq!(super::common_prefix(a, &b), reference(a, &b), "{la} {lb} {diff}");
+                        assert_eq!(super::common_prefix(&b, a), reference(&b, a), "{la} {lb} {diff}");
+                        assert_eq!(super::common_prefix_from(a, &b, 0), reference(a, &b), "{la} {lb} {diff}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
