@@ -467,11 +467,12 @@ mod tests {
     }
 
     /// 256 NVLink-connected GPUs (65k links) and 300 CPUs joined by SYS:
-    /// building and the full GPU × GPU table stay near-linear (this took
-    /// seconds to minutes when every query and every link scanned the graph).
+    /// the node, link and pair indexes give every link and pair, duplicates
+    /// dropped. Their speed is not asserted (no timed tests); when every
+    /// query and every link scanned the graph this test took seconds to
+    /// minutes, so a regression shows as a slow test run.
     #[test]
-    fn large_graphs_are_not_quadratic() {
-        let t0 = std::time::Instant::now();
+    fn large_graphs_keep_every_link_and_pair() {
         let mut t = Topology::new("big");
         let cpu = t.node(NodeKind::Cpu, "0-0");
         let gpus: Vec<usize> = (0..256).map(|g| t.node(NodeKind::Gpu, &format!("0-{:x}000", g + 1))).collect();
@@ -502,7 +503,6 @@ mod tests {
                 }
             }
         }
-        assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
         // The pair index follows later changes to the graph.
         let mut u = dual_socket();
         let g: Vec<usize> = u.gpus().map(|(i, _)| i).collect();
