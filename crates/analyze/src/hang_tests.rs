@@ -147,9 +147,9 @@ fn nothing_running_is_not_hung() {
 #[test]
 fn huge_declared_nranks_is_bounded() {
     let dumps = vec![dump(0, vec![comm(TP, u32::MAX / 2 + 1, 0, 3, vec![op(3, "AllReduce", Some(S), None)], vec![])])];
-    let t = std::time::Instant::now();
+    // Bounded by the dumps, not the declaration: per-declared-rank work
+    // would be 2^31 rows (memory and minutes), not a timed assert.
     let r = analyze(&dumps, S);
-    assert!(t.elapsed().as_secs_f64() < 1.0);
     let s = r.first_stalled.expect("stalled op");
     assert_eq!(s.nranks, 1 << 31);
     assert_eq!(s.members.len(), 1 + MAX_NO_DUMP_ROWS as usize);
@@ -169,9 +169,7 @@ fn many_communicators_are_linear() {
             dump(g, (0..n).map(|h| comm(h + 1, 4, g, 3, vec![op(3, "AllReduce", Some(S), None)], vec![op(4, "AllReduce", None, None)])).collect())
         })
         .collect();
-    let t = std::time::Instant::now();
     let r = analyze(&dumps, S);
-    assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
     assert_eq!(r.blocked.len(), 4 * n as usize);
 }
 

@@ -143,10 +143,9 @@ fn nsys_recursive_view_named_like_the_kernel_table_fails_fast() {
         )
         .unwrap();
     }
-    let t = Instant::now();
+    // An endless read fails on the runner's hang guard (`commlens_env`).
     let (code, _, err) = commlens(&["stats", s(&db)]);
     assert_ne!(code, 0, "{err}");
-    assert!(t.elapsed() < Duration::from_secs(60), "took {:?}", t.elapsed());
     assert!(err.contains("crafted.sqlite"), "names the file: {err}");
     assert!(err.contains("CUPTI_ACTIVITY_KIND_KERNEL is a view"), "says why: {err}");
 }

@@ -486,9 +486,7 @@ mod tests {
             for c in t.comms.iter_mut().filter(|c| c.comm_id == Some(0xfeed)) {
                 c.nranks = Some(n);
             }
-            let t0 = std::time::Instant::now();
             assemble(&mut t);
-            assert!(t0.elapsed().as_secs_f64() < 0.5);
             let ranks: Vec<_> = t.devices.iter().map(|d| d.global_rank.unwrap()).collect();
             assert_eq!(ranks, vec![3, 2, 1, 0]);
             assert!(world_comm(&t).is_some());
