@@ -165,6 +165,9 @@ fn decoded_by_version(dtype: i64, redop: Option<i64>) -> bool {
     (9..=11).contains(&dtype) || redop.is_some_and(|r| r >= 4)
 }
 
+/// The FNV-1a prime of [`CommMember::note_op`] (a test checks the two agree).
+const SEQ_HASH_PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// How a chunk's indices map into the file's table.
 #[derive(Clone, Default, Debug)]
 pub struct ChunkMaps {
@@ -199,6 +202,12 @@ impl ChunkMaps {
 
     /// An operation of the chunk in the file's indices and line numbers.
     pub(super) fn op(&self, mut op: CollOp) -> CollOp {
+        self.remap(&mut op);
+        op
+    }
+
+    /// [`ChunkMaps::op`] in place (no copy of the operation).
+    pub(super) fn remap(&self, op: &mut CollOp) {
         op.comm_seq += self.seq_base[op.comm.ix()];
         op.proc = self.proc[op.proc.ix()];
         op.dev = match self.comm_dev[op.comm.ix()] {
@@ -207,7 +216,6 @@ impl ChunkMaps {
         };
         op.comm = self.comm[op.comm.ix()];
         op.line += self.line_offset;
-        op
     }
 }
 
@@ -416,11 +424,17 @@ impl LogParser {
                             super::chunk_threads::append_tuning(&mut t.tuning, later);
                         }
                     }
+                    // `CommMember::note_op` per operation, with the count
+                    // added once a run and the hash kept in a register.
+                    let mut h = t.op_seq_hash;
                     for &(k, n) in &cs.kinds {
+                        let x = k as u64 + 1;
                         for _ in 0..n {
-                            t.note_op(k);
+                            h = (h ^ x).wrapping_mul(SEQ_HASH_PRIME);
                         }
+                        t.n_ops += n as u64;
                     }
+                    t.op_seq_hash = h;
                     maps.comm.push(tc);
                 }
                 None => {
@@ -466,6 +480,24 @@ impl LogParser {
 mod tests {
     use super::decoded_by_version;
     use commlens_core::{DataType, NcclVersion, RedOp};
+
+    /// The join's fold of a handle's kinds gives what `CommMember::note_op`
+    /// gives an operation at a time.
+    #[test]
+    fn kinds_fold_as_note_op() {
+        use commlens_core::model::{CommMember, ProcIdx};
+        use commlens_core::OpKind;
+        let kinds = [OpKind::AllReduce, OpKind::Send, OpKind::Recv, OpKind::Broadcast];
+        let mut a = CommMember::new(ProcIdx(0), 1);
+        let mut h = a.op_seq_hash;
+        for (i, &k) in kinds.iter().cycle().take(37).enumerate() {
+            for _ in 0..i % 5 {
+                a.note_op(k);
+                h = (h ^ (k as u64 + 1)).wrapping_mul(super::SEQ_HASH_PRIME);
+            }
+        }
+        assert_eq!(a.op_seq_hash, h);
+    }
 
     /// The codes left out of the join's check decode alike with and without
     /// any version (every code near the known ones, versions from 0.0.0 to

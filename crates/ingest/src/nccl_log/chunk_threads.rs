@@ -61,7 +61,15 @@ impl LogParser {
             tuned += tune(&mut queue, t).0;
             queue.drain(..).for_each(&mut *sink);
         }
-        queue.extend(lt.pending.drain(..).map(|op| maps.op(op)));
+        if queue.is_empty() {
+            // Mostly so (the sync line released the previous queue): the
+            // chunk's queue, remapped in place, becomes the thread's, with
+            // no copy of its operations.
+            lt.pending.iter_mut().for_each(|op| maps.remap(op));
+            queue = std::mem::take(&mut lt.pending);
+        } else {
+            queue.extend(lt.pending.drain(..).map(|op| maps.op(op)));
+        }
         tt.tuning_seen |= lt.tuning_seen;
         let cap = if tt.tuning_seen {
             MAX_PENDING
