@@ -13,6 +13,9 @@ use commlens_core::CollOp;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// Where a worker leaves a finished chunk's parse (or its error) for the join.
+pub(super) type ChunkSlot<S> = Mutex<Option<Result<Parsed<S>, IngestError>>>;
+
 /// The join's state: the true parser (the first chunk's) and what the
 /// chunks joined so far gave.
 pub(super) struct Joiner<S> {
@@ -58,7 +61,7 @@ impl<S> Joiner<S> {
     pub(super) fn join_ready<M, F>(
         &mut self,
         job: &Job<M, F>,
-        slots: &[Mutex<Option<Result<Parsed<S>, IngestError>>>],
+        slots: &[ChunkSlot<S>],
         joined: &AtomicUsize,
         stop: &AtomicBool,
     ) where

@@ -24,7 +24,7 @@
 //! (processes, handles, queues) and the folded state.
 
 use super::chunk_join::ChunkMaps;
-use super::chunk_order::Joiner;
+use super::chunk_order::{ChunkSlot, Joiner};
 use super::chunk_seeds::seed_hosts;
 use super::{LogParser, ReadOptions, ReadReport};
 use crate::error::IngestError;
@@ -264,7 +264,7 @@ where
         bench: scan.is_some(),
     };
     let n = ranges.len();
-    let slots: Vec<Mutex<Option<Result<Parsed<S>, IngestError>>>> =
+    let slots: Vec<ChunkSlot<S>> =
         (0..n).map(|_| Mutex::new(None)).collect();
     let ready: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
     let (taken, joined, stop) = (
