@@ -4,6 +4,8 @@
 # Needs, carried under target/devbench/: nccl-400mb-pids.log.gz (gzip of
 # scripts/bench's generated 400 MB log), commlens-{base,new} and
 # bench_parse-{base,new} (release builds of the two commits).
+# Also the two figures with the process pinned to 2 cores and 1 core
+# (taskset), the closest this host comes to the 2-core CI machine.
 # Usage (device): bash scripts/bench_device.sh [ROUNDS]
 set -euo pipefail
 d=target/devbench; rounds=${1:-5}
@@ -21,12 +23,16 @@ for r in $(seq $rounds); do
     put one-$v "$(RAYON_NUM_THREADS=1 t $d/commlens-$v stats $log --format json)"
     put two-$v "$(RAYON_NUM_THREADS=2 t $d/commlens-$v stats $log --format json)"
     put all-$v "$(t $d/commlens-$v stats $log --format json)"
+    # the 2-core CI machine as closely as this host allows: the process pinned to two (one) cores
+    put pin2-$v "$(t taskset -c 2,3 $d/commlens-$v stats $log --format json)"
+    put pin1-$v "$(t taskset -c 2 $d/commlens-$v stats $log --format json)"
   done
 done
 for v in base new; do "$d/commlens-$v" stats $log --format json 2>/dev/null | md5sum | sed "s/^/stats json md5 $v: /"; done
 echo "best of $rounds, seconds: $(for k in "${!best[@]}"; do printf '%s=%s ' $k ${best[$k]}; done)"
 for v in base new; do
-  awk -v n=$size -v w=${best[wc]} -v r=${best[reader-$v]} -v o=${best[one-$v]} -v t=${best[two-$v]} -v a=${best[all-$v]} -v c=$(nproc) -v v=$v 'BEGIN{
+  awk -v n=$size -v w=${best[wc]} -v r=${best[reader-$v]} -v o=${best[one-$v]} -v t=${best[two-$v]} -v a=${best[all-$v]} -v c=$(nproc) -v v=$v -v p2=${best[pin2-$v]} -v p1=${best[pin1-$v]} 'BEGIN{
     printf "%s: figure 3 reader one core %.2f GB/s; figure 2 stats 2 cores / 1 core %.2f; figure 1 stats on 2 cores / wc -l %.2f (on all %d cores %.2f); wc -l %.2f GB/s\n",
-      v, n/r/1e9, o/t, w/t, c, w/a, n/w/1e9 }'
+      v, n/r/1e9, o/t, w/t, c, w/a, n/w/1e9
+    printf "%s, pinned (taskset, 2 cores as on CI): figure 1 %.2f; figure 2 %.2f (1 core %.3f s, 2 cores %.3f s)\n", v, w/p2, p1/p2, p1, p2 }'
 done
