@@ -92,8 +92,9 @@ fn find_mark_scalar(s: &[u8]) -> Option<usize> {
 /// OR'ed at the same bit positions, a pair at `at + j` always sets bit `j`
 /// (and one more, a neighbour, checked in full and rejected). One operation
 /// less a vector than a byte compare of each half and their AND, and one test
-/// per 128 positions (the common case: no candidate): ~0.23 instructions a
-/// byte instead of ~0.31.
+/// per 128 positions (the common case: no candidate). With the leaner
+/// horizon above, `stats` on the 30 MB sample went from 240.0 M to 238.1 M
+/// instructions (the search was ~10 M of it, ~0.31 instructions a byte).
 ///
 /// # Safety
 /// The CPU must have AVX2.
