@@ -128,12 +128,14 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
         }
         other => other?,
     };
+    let merging = commlens_core::timing::Phase::start("stats: merge the parts' aggregates");
     let mut agg = Aggregate::default();
     for (a, r) in aggs.into_iter().map(AggregateBuilder::finish).zip(&loaded.remaps) {
         if !a.cells.is_empty() {
             agg.merge(a.remap(|d, c| r.dev_comm(d, c)));
         }
     }
+    merging.end();
     let t = &loaded.table;
     eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
     loaded.notes.iter().for_each(|n| eprintln!("{n}"));
@@ -154,7 +156,9 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
         );
     }
     let bench_json = print_benchmarks(read?, format, false, sizes)?;
-    print_stats(t, &loaded.notes, &agg, format, Inputs::Reports(&loaded.reports), bench_json)
+    commlens_core::timing::time("stats: print", || {
+        print_stats(t, &loaded.notes, &agg, format, Inputs::Reports(&loaded.reports), bench_json)
+    })
 }
 
 /// The nccl-tests outputs among the inputs, read in parallel.

@@ -58,28 +58,32 @@ impl<S> Joiner<S> {
 
     /// Joins the chunks waiting in `slots` from the next one on, while they
     /// are there; `joined` is told how far it got, `stop` of an error.
+    /// Returns how many it joined.
     pub(super) fn join_ready<M, F>(
         &mut self,
         job: &Job<M, F>,
         slots: &[ChunkSlot<S>],
         joined: &AtomicUsize,
         stop: &AtomicBool,
-    ) where
+    ) -> usize
+    where
         M: Fn() -> S,
         F: Fn(&mut S, &CollOp),
     {
+        let from = self.next;
         while self.error.is_none() && self.next < slots.len() {
             let Some(parsed) = slots[self.next].lock().expect("slot").take() else {
-                return;
+                break;
             };
             if let Err(e) = parsed.and_then(|p| self.join_one(job, p)) {
                 self.error = Some(e);
                 stop.store(true, Ordering::SeqCst);
-                return;
+                break;
             }
             self.next += 1;
             joined.store(self.next, Ordering::SeqCst);
         }
+        self.next - from
     }
 
     fn join_one<M, F>(&mut self, job: &Job<M, F>, p: Parsed<S>) -> Result<(), IngestError>

@@ -21,6 +21,7 @@ mod chunk_join;
 mod chunk_order;
 mod chunk_seeds;
 mod chunk_threads;
+mod chunk_trace;
 pub mod chunked;
 pub mod init;
 pub mod ops;
