@@ -1,8 +1,7 @@
 //! Tests of `ops_fast`'s byte-level pieces against plain references: the
-//! wide compare, the 16-byte hex run, and the opCount read's shortcut.
-use super::{eq_wide, eq_wide_u128, hex_run16, hex_run16_swar, Cursor};
-#[cfg(target_arch = "x86_64")]
-use super::eq_wide_sse2;
+//! 16-byte hex run and the opCount read's shortcut (the memo's wide compare
+//! is tested in `ops_memo`).
+use super::{hex_run16, hex_run16_swar, Cursor};
 
 /// The opCount read with its short-run shortcut against `hex_digits`
 /// alone, on every string of up to six bytes over digits, letters, `x`,
@@ -36,40 +35,6 @@ fn hex_shortcut_matches_hex_digits() {
         }
     }
     assert!(n > 100_000);
-}
-
-/// The wide compare (and both its forms: SSE2 and plain integers) against
-/// `==`, on every length up to 130 with equal inputs and with one byte
-/// changed at every position.
-#[test]
-fn eq_wide_matches_eq() {
-    for n in 0..=130usize {
-        let a: Vec<u8> = (0..n).map(|i| (i * 31 + 7) as u8).collect();
-        let forms = |x: &[u8], y: &[u8]| {
-            let r = eq_wide(x, y);
-            if n >= 16 && x.len() == y.len() {
-                assert_eq!(eq_wide_u128(x, y), r, "{n}");
-                #[cfg(target_arch = "x86_64")]
-                assert_eq!(eq_wide_sse2(x, y), r, "{n}");
-            }
-            r
-        };
-        assert!(forms(&a, &a.clone()), "{n}");
-        for p in 0..n {
-            let mut b = a.clone();
-            b[p] ^= 0x20;
-            assert!(!forms(&a, &b), "{n} {p}");
-            // Two bytes changed: at p and at every other position.
-            for q in 0..n {
-                let mut c = b.clone();
-                c[q] ^= 0x01;
-                assert_eq!(forms(&a, &c), a == c, "{n} {p} {q}");
-            }
-        }
-        let mut longer = a.clone();
-        longer.push(0);
-        assert!(!eq_wide(&a, &longer));
-    }
 }
 
 /// The word-at-a-time run against a digit-at-a-time reading, on every
