@@ -31,11 +31,21 @@ use commlens_core::OpKind;
 /// value is read in the same pass that checks its end, and accepts exactly
 /// what the general parser's value parsers accept (see `Cursor`).
 pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<CanonOp> {
+    if !msg[colon + 1..].starts_with(b" opCount ") {
+        return None;
+    }
+    parse_op_canonical_after(msg, colon, memo)
+}
+
+/// [`parse_op_canonical`] for a message known to hold ` opCount ` after the
+/// colon (the reader tested it to tell the line's kind; testing it again
+/// cost every operation line).
+pub(super) fn parse_op_canonical_after(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<CanonOp> {
+    debug_assert!(msg[colon + 1..].starts_with(b" opCount "));
     let kind = OpKind::from_name(&msg[..colon])?;
-    let mut c = Cursor { s: msg, p: colon + 1 };
     // Literal, then value, each called directly: passed as function values
     // (`field`) the pointer reads stopped being inlined.
-    c.lit(b" opCount ")?;
+    let mut c = Cursor { s: msg, p: colon + 1 + b" opCount ".len() };
     let op_count = c.hex()?;
     c.lit(b" sendbuff ")?;
     let sendbuff = c.pointer()?;
