@@ -317,19 +317,24 @@ impl<'a> Cursor<'a> {
         // OpCounts are short (1 to 3 digits on every line of the bench
         // sample): a byte at a time, a run of up to three digits that a space
         // ends is the value `hex_digits` reads, for fewer instructions than
-        // its 16-byte read. Anything else goes to `hex_digits`.
-        let (mut v, mut k) = (0u64, 0);
-        while k < 4 {
-            let d = self.s.get(self.p + k).map_or(16, |&b| hex_digit(b));
-            if d > 15 {
-                break;
+        // its 16-byte read. Anything else goes to `hex_digits`. The four
+        // bytes are taken at once (an opCount line has them: the sendbuff
+        // follows), so that no byte is bounds-checked on its own.
+        if let Some(w) = self.s.get(self.p..self.p + 4) {
+            let w: &[u8; 4] = w.try_into().expect("4 bytes");
+            let (mut v, mut k) = (0u64, 0);
+            while k < 3 {
+                let d = hex_digit(w[k]);
+                if d > 15 {
+                    break;
+                }
+                v = (v << 4) | d as u64;
+                k += 1;
             }
-            v = (v << 4) | d as u64;
-            k += 1;
-        }
-        if (1..4).contains(&k) && self.s.get(self.p + k) == Some(&b' ') {
-            self.p += k;
-            return Some(v);
+            if k > 0 && w[k] == b' ' {
+                self.p += k;
+                return Some(v);
+            }
         }
         self.hex_digits()
     }
