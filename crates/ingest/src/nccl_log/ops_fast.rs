@@ -362,6 +362,22 @@ impl<'a> Cursor<'a> {
     /// `(nil)`, or `0x`/`0X` and hex digits.
     #[inline(always)]
     fn pointer(&mut self) -> Option<u64> {
+        // `0x` and the 16 bytes `hex_digits` reads, bounds-checked once
+        // (pointers are read on every operation line); what this reads is
+        // what the general arm below reads from the same bytes.
+        if let Some(w) = self.s.get(self.p..self.p + 18) {
+            let w: &[u8; 18] = w.try_into().expect("18 bytes");
+            if w[0] == b'0' && matches!(w[1], b'x' | b'X') {
+                let (k, v) = hex_run16(&w[2..]);
+                // k == 16: a 17th digit is no value end either (see `hex_digits`).
+                if k == 0 {
+                    return None;
+                }
+                self.p += 2 + k;
+                self.value_end()?;
+                return Some(v);
+            }
+        }
         match self.s.get(self.p..self.p + 2) {
             Some(b"0x" | b"0X") => {
                 self.p += 2;

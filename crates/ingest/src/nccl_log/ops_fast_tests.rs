@@ -65,3 +65,45 @@ fn hex_run16_matches_bytewise() {
     assert_eq!(hex_run16(b"ffffffffffffffff"), (16, u64::MAX));
     assert_eq!(hex_run16(b" 1234567890abcde"), (0, 0));
 }
+
+/// The pointer read with its one-window shortcut against the plain reading
+/// (`0x`, then `hex_digits`; or `(nil)`), on runs of every length up to 20
+/// over digits, letters and non-digits, ended by a space, a non-digit or
+/// the end of the message, with every prefix `0x`, `0X`, `0`, none.
+#[test]
+fn pointer_matches_plain_reading() {
+    let plain = |c: &mut Cursor| -> Option<u64> {
+        match c.s.get(c.p..c.p + 2) {
+            Some(b"0x" | b"0X") => {
+                c.p += 2;
+                c.hex_digits()
+            }
+            _ => {
+                c.lit(b"(nil)")?;
+                c.value_end()?;
+                Some(0)
+            }
+        }
+    };
+    let digits = b"09afAFgx";
+    let mut n = 0;
+    for head in [&b"0x"[..], b"0X", b"0", b"", b"(nil)", b"(nil"] {
+        for len in 0..=20usize {
+            for fill in 0..digits.len() {
+                for end in [&b""[..], b" ", b"z", b" count 7", b"1234567890abcdef"] {
+                    let run: Vec<u8> = (0..len).map(|i| if i + 1 == len { digits[fill] } else { b"0123456789abcdef"[i % 16] }).collect();
+                    let s = [b"k ", head, &run, end].concat();
+                    let mut fast = Cursor { s: &s, p: 2 };
+                    let mut slow = Cursor { s: &s, p: 2 };
+                    let want = plain(&mut slow);
+                    assert_eq!(fast.pointer(), want, "{:?}", String::from_utf8_lossy(&s));
+                    if want.is_some() {
+                        assert_eq!(fast.p, slow.p, "{:?}", String::from_utf8_lossy(&s));
+                    }
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(n > 5000);
+}
