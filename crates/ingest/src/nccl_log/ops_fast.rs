@@ -7,6 +7,7 @@
 //! runs the general parser); it remembers the line tails of recent lines
 //! ([`OpMemo`]), from ` count ` and from ` comm ` on, which repeat on almost
 //! every line of a thread.
+//! The memo itself ([`Recent`], its wide compare) is `ops_memo`.
 //! [`parse_op_fields_fast`] reads the fields of a line cut by another writer:
 //! the canonical fields as far as they go, then the general key/value loop for
 //! the rest. [`parse_tuning_canonical_at`] does the same for the tuning line.
@@ -17,7 +18,11 @@
 
 use super::ops::{continue_op_fields, decode_algo, decode_proto, take_sign, OpLine, OpLineError, SignedDec, TuningLine};
 use super::state_ops::CanonOp;
-use crate::bytes::{eq_words, hex_digit};
+use crate::bytes::hex_digit;
+
+#[path = "ops_memo.rs"]
+mod memo;
+pub(super) use memo::Recent;
 use commlens_core::OpKind;
 
 /// Fast path for the field order every NCCL from 2.7 to 2.28 prints:
@@ -26,11 +31,21 @@ use commlens_core::OpKind;
 /// value is read in the same pass that checks its end, and accepts exactly
 /// what the general parser's value parsers accept (see `Cursor`).
 pub(super) fn parse_op_canonical(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<CanonOp> {
+    if !msg[colon + 1..].starts_with(b" opCount ") {
+        return None;
+    }
+    parse_op_canonical_after(msg, colon, memo)
+}
+
+/// [`parse_op_canonical`] for a message known to hold ` opCount ` after the
+/// colon (the reader tested it to tell the line's kind; testing it again
+/// cost every operation line).
+pub(super) fn parse_op_canonical_after(msg: &[u8], colon: usize, memo: &mut OpMemo) -> Option<CanonOp> {
+    debug_assert!(msg[colon + 1..].starts_with(b" opCount "));
     let kind = OpKind::from_name(&msg[..colon])?;
-    let mut c = Cursor { s: msg, p: colon + 1 };
     // Literal, then value, each called directly: passed as function values
     // (`field`) the pointer reads stopped being inlined.
-    c.lit(b" opCount ")?;
+    let mut c = Cursor { s: msg, p: colon + 1 + b" opCount ".len() };
     let op_count = c.hex()?;
     c.lit(b" sendbuff ")?;
     let sendbuff = c.pointer()?;
@@ -131,143 +146,6 @@ pub(super) struct CountTail {
 pub(super) struct OpMemo {
     counts: Recent<CountTail>,
     comms: Recent<CommTail>,
-}
-
-/// How many tails of each kind are kept: a thread alternates between a few
-/// communicators and sizes.
-const TAILS: usize = 8;
-/// Longer tails are not kept (they are 50 to 100 bytes).
-const MAX_TAIL: usize = 128;
-
-/// Byte strings with their value, most recently used first; boxed, so that
-/// reordering moves pointers, and reused, so that a miss allocates nothing
-/// once the memo is full.
-pub(super) struct Recent<T> {
-    entries: Vec<Box<(usize, [u8; MAX_TAIL], T)>>,
-}
-
-impl<T> Default for Recent<T> {
-    fn default() -> Self {
-        Recent { entries: Vec::new() }
-    }
-}
-
-impl<T: Copy + Default> Recent<T> {
-    // Inlined: called as a function it cost 40 % more (measured).
-    #[inline(always)]
-    pub(super) fn lookup(&mut self, key: &[u8]) -> Option<&T> {
-        // A loop, not `position`, which was left a call of its own.
-        let mut i = 0;
-        loop {
-            let e = self.entries.get(i)?;
-            if e.0 == key.len() && eq_wide(&e.1[..e.0], key) {
-                break;
-            }
-            i += 1;
-        }
-        if i > 0 {
-            self.entries.swap(0, i);
-        }
-        Some(&self.entries[0].2)
-    }
-
-    pub(super) fn insert(&mut self, key: &[u8], value: T) {
-        if key.len() > MAX_TAIL {
-            return;
-        }
-        let mut e = if self.entries.len() == TAILS {
-            self.entries.pop().expect("full")
-        } else {
-            Box::new((0, [0; MAX_TAIL], T::default()))
-        };
-        e.0 = key.len();
-        e.1[..key.len()].copy_from_slice(key);
-        e.2 = value;
-        self.entries.insert(0, e);
-    }
-}
-
-/// `a == b`, sixteen bytes at a time for the line tails of [`Recent`] (50 to
-/// 128 bytes; word by word this compare was a fifth of the canonical parse).
-/// Both ends first: tails of different threads share their start (`
-/// count N datatype …`) and differ in the comm and stream pointers at the
-/// end; tails of one thread share the end and differ in the count at the
-/// start (on the bench sample, two in five probes of a wrong entry got past
-/// an end-only test). Either way a wrong entry stops there; the middle of an
-/// entry that passes is nearly always equal, and is compared without a
-/// branch per 16 bytes.
-#[inline(always)]
-fn eq_wide(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    if n < 16 {
-        return eq_words(a, b);
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        eq_wide_sse2(a, b)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        eq_wide_u128(a, b)
-    }
-}
-
-/// [`eq_wide`] for equal lengths of at least 16, in SSE2 (every x86-64 has
-/// it): the middle's 16-byte compares are combined and tested once (the
-/// middle loop of [`eq_wide_u128`] was 11 instructions per 16 bytes, a
-/// fifth of the canonical parse on the bench sample).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn eq_wide_sse2(a: &[u8], b: &[u8]) -> bool {
-    use std::arch::x86_64::*;
-    let n = a.len();
-    assert!(n >= 16 && b.len() == n);
-    // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `i` with
-    // i + 16 <= n, inside both slices (asserted above).
-    unsafe {
-        let eq = |i: usize| {
-            _mm_cmpeq_epi8(_mm_loadu_si128(a.as_ptr().add(i).cast()), _mm_loadu_si128(b.as_ptr().add(i).cast()))
-        };
-        if _mm_movemask_epi8(_mm_and_si128(eq(n - 16), eq(0))) != 0xffff {
-            return false;
-        }
-        // [16, n - 16) in 32-byte steps, then one 16-byte step that may
-        // overlap the end (after the loop i + 32 > n, so i + 16 covers n - 16).
-        let mut acc = _mm_set1_epi8(-1);
-        let mut i = 16;
-        while i + 32 <= n {
-            acc = _mm_and_si128(acc, _mm_and_si128(eq(i), eq(i + 16)));
-            i += 32;
-        }
-        if i + 16 < n {
-            acc = _mm_and_si128(acc, eq(i));
-        }
-        _mm_movemask_epi8(acc) == 0xffff
-    }
-}
-
-/// [`eq_wide`] for equal lengths of at least 16 with plain integer compares
-/// (other targets): the last 16 bytes and the first 16 first, then 16-byte
-/// steps from 16 on (the last step overlaps the end).
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-#[inline(always)]
-fn eq_wide_u128(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    let w = |s: &[u8], i: usize| u128::from_le_bytes(s[i..i + 16].try_into().expect("16 bytes"));
-    if w(a, n - 16) != w(b, n - 16) || w(a, 0) != w(b, 0) {
-        return false;
-    }
-    let mut i = 16;
-    while i + 16 < n {
-        if w(a, i) != w(b, i) {
-            return false;
-        }
-        i += 16;
-    }
-    true
 }
 
 /// [`super::ops::parse_op_fields`], reading the canonical fields first.
@@ -439,19 +317,24 @@ impl<'a> Cursor<'a> {
         // OpCounts are short (1 to 3 digits on every line of the bench
         // sample): a byte at a time, a run of up to three digits that a space
         // ends is the value `hex_digits` reads, for fewer instructions than
-        // its 16-byte read. Anything else goes to `hex_digits`.
-        let (mut v, mut k) = (0u64, 0);
-        while k < 4 {
-            let d = self.s.get(self.p + k).map_or(16, |&b| hex_digit(b));
-            if d > 15 {
-                break;
+        // its 16-byte read. Anything else goes to `hex_digits`. The four
+        // bytes are taken at once (an opCount line has them: the sendbuff
+        // follows), so that no byte is bounds-checked on its own.
+        if let Some(w) = self.s.get(self.p..self.p + 4) {
+            let w: &[u8; 4] = w.try_into().expect("4 bytes");
+            let (mut v, mut k) = (0u64, 0);
+            while k < 3 {
+                let d = hex_digit(w[k]);
+                if d > 15 {
+                    break;
+                }
+                v = (v << 4) | d as u64;
+                k += 1;
             }
-            v = (v << 4) | d as u64;
-            k += 1;
-        }
-        if (1..4).contains(&k) && self.s.get(self.p + k) == Some(&b' ') {
-            self.p += k;
-            return Some(v);
+            if k > 0 && w[k] == b' ' {
+                self.p += k;
+                return Some(v);
+            }
         }
         self.hex_digits()
     }
@@ -479,6 +362,22 @@ impl<'a> Cursor<'a> {
     /// `(nil)`, or `0x`/`0X` and hex digits.
     #[inline(always)]
     fn pointer(&mut self) -> Option<u64> {
+        // `0x` and the 16 bytes `hex_digits` reads, bounds-checked once
+        // (pointers are read on every operation line); what this reads is
+        // what the general arm below reads from the same bytes.
+        if let Some(w) = self.s.get(self.p..self.p + 18) {
+            let w: &[u8; 18] = w.try_into().expect("18 bytes");
+            if w[0] == b'0' && matches!(w[1], b'x' | b'X') {
+                let (k, v) = hex_run16(&w[2..]);
+                // k == 16: a 17th digit is no value end either (see `hex_digits`).
+                if k == 0 {
+                    return None;
+                }
+                self.p += 2 + k;
+                self.value_end()?;
+                return Some(v);
+            }
+        }
         match self.s.get(self.p..self.p + 2) {
             Some(b"0x" | b"0X") => {
                 self.p += 2;

@@ -1,8 +1,7 @@
 //! Tests of `ops_fast`'s byte-level pieces against plain references: the
-//! wide compare, the 16-byte hex run, and the opCount read's shortcut.
-use super::{eq_wide, eq_wide_u128, hex_run16, hex_run16_swar, Cursor};
-#[cfg(target_arch = "x86_64")]
-use super::eq_wide_sse2;
+//! 16-byte hex run and the opCount read's shortcut (the memo's wide compare
+//! is tested in `ops_memo`).
+use super::{hex_run16, hex_run16_swar, Cursor};
 
 /// The opCount read with its short-run shortcut against `hex_digits`
 /// alone, on every string of up to six bytes over digits, letters, `x`,
@@ -38,40 +37,6 @@ fn hex_shortcut_matches_hex_digits() {
     assert!(n > 100_000);
 }
 
-/// The wide compare (and both its forms: SSE2 and plain integers) against
-/// `==`, on every length up to 130 with equal inputs and with one byte
-/// changed at every position.
-#[test]
-fn eq_wide_matches_eq() {
-    for n in 0..=130usize {
-        let a: Vec<u8> = (0..n).map(|i| (i * 31 + 7) as u8).collect();
-        let forms = |x: &[u8], y: &[u8]| {
-            let r = eq_wide(x, y);
-            if n >= 16 && x.len() == y.len() {
-                assert_eq!(eq_wide_u128(x, y), r, "{n}");
-                #[cfg(target_arch = "x86_64")]
-                assert_eq!(eq_wide_sse2(x, y), r, "{n}");
-            }
-            r
-        };
-        assert!(forms(&a, &a.clone()), "{n}");
-        for p in 0..n {
-            let mut b = a.clone();
-            b[p] ^= 0x20;
-            assert!(!forms(&a, &b), "{n} {p}");
-            // Two bytes changed: at p and at every other position.
-            for q in 0..n {
-                let mut c = b.clone();
-                c[q] ^= 0x01;
-                assert_eq!(forms(&a, &c), a == c, "{n} {p} {q}");
-            }
-        }
-        let mut longer = a.clone();
-        longer.push(0);
-        assert!(!eq_wide(&a, &longer));
-    }
-}
-
 /// The word-at-a-time run against a digit-at-a-time reading, on every
 /// length and on every byte value in every position.
 #[test]
@@ -99,4 +64,46 @@ fn hex_run16_matches_bytewise() {
     assert_eq!(hex_run16(b"7023be000000 rec"), (12, 0x7023_be00_0000));
     assert_eq!(hex_run16(b"ffffffffffffffff"), (16, u64::MAX));
     assert_eq!(hex_run16(b" 1234567890abcde"), (0, 0));
+}
+
+/// The pointer read with its one-window shortcut against the plain reading
+/// (`0x`, then `hex_digits`; or `(nil)`), on runs of every length up to 20
+/// over digits, letters and non-digits, ended by a space, a non-digit or
+/// the end of the message, with every prefix `0x`, `0X`, `0`, none.
+#[test]
+fn pointer_matches_plain_reading() {
+    let plain = |c: &mut Cursor| -> Option<u64> {
+        match c.s.get(c.p..c.p + 2) {
+            Some(b"0x" | b"0X") => {
+                c.p += 2;
+                c.hex_digits()
+            }
+            _ => {
+                c.lit(b"(nil)")?;
+                c.value_end()?;
+                Some(0)
+            }
+        }
+    };
+    let digits = b"09afAFgx";
+    let mut n = 0;
+    for head in [&b"0x"[..], b"0X", b"0", b"", b"(nil)", b"(nil"] {
+        for len in 0..=20usize {
+            for fill in 0..digits.len() {
+                for end in [&b""[..], b" ", b"z", b" count 7", b"1234567890abcdef"] {
+                    let run: Vec<u8> = (0..len).map(|i| if i + 1 == len { digits[fill] } else { b"0123456789abcdef"[i % 16] }).collect();
+                    let s = [b"k ", head, &run, end].concat();
+                    let mut fast = Cursor { s: &s, p: 2 };
+                    let mut slow = Cursor { s: &s, p: 2 };
+                    let want = plain(&mut slow);
+                    assert_eq!(fast.pointer(), want, "{:?}", String::from_utf8_lossy(&s));
+                    if want.is_some() {
+                        assert_eq!(fast.p, slow.p, "{:?}", String::from_utf8_lossy(&s));
+                    }
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(n > 5000);
 }

@@ -75,7 +75,8 @@ impl LogParser {
             return;
         }
         if self.fast {
-            if let Some(op) = super::ops_fast::parse_op_canonical(msg, colon, &mut self.op_memo) {
+            // The caller found ` opCount ` after the colon (see `info_line`).
+            if let Some(op) = super::ops_fast::parse_op_canonical_after(msg, colon, &mut self.op_memo) {
                 return self.emit_parsed(proc, &op, info, sink);
             }
         }
