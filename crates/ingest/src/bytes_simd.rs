@@ -25,15 +25,20 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
             let ld = |s: &[u8], i: usize| _mm_loadu_si128(s.as_ptr().add(i).cast::<__m128i>());
             let eq = |i: usize| _mm_cmpeq_epi8(ld(a, i), ld(b, i));
             // The first and the last 16 bytes cover up to 32; with the 16
-            // after the first, up to 48 (line prefixes, the usual callers):
-            // straight-line code, the loop only past that.
+            // after the first, up to 48, and with the next 16, up to 64
+            // (line prefixes, the usual callers, are 30 to 60 bytes):
+            // straight-line code, the loop only past that (set up for a
+            // round or two, it cost more than the compares).
             let mut acc = _mm_and_si128(eq(0), eq(n - 16));
             if n > 32 {
                 acc = _mm_and_si128(acc, eq(16));
-                let mut i = 32;
-                while i + 16 < n {
-                    acc = _mm_and_si128(acc, eq(i));
-                    i += 16;
+                if n > 48 {
+                    acc = _mm_and_si128(acc, eq(32));
+                    let mut i = 48;
+                    while i + 16 < n {
+                        acc = _mm_and_si128(acc, eq(i));
+                        i += 16;
+                    }
                 }
             }
             _mm_movemask_epi8(acc) == 0xffff
