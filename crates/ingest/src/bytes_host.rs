@@ -53,8 +53,9 @@ fn host_mask_scalar(s: &[u8]) -> u32 {
 
 /// The start of the run of host bytes that ends at `end`: the least
 /// `s <= end` with every byte of `line[s..end]` a host byte. Same answer
-/// as [`host_run_start_scalar`].
-#[inline]
+/// as [`host_run_start_scalar`]. Always inlined: its one hot caller, the
+/// prefix candidate check, paid a call for it when left to the compiler.
+#[inline(always)]
 pub fn host_run_start(line: &[u8], end: usize) -> usize {
     let mut e = end;
     while e >= 16 {

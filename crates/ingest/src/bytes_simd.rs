@@ -25,15 +25,20 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
             let ld = |s: &[u8], i: usize| _mm_loadu_si128(s.as_ptr().add(i).cast::<__m128i>());
             let eq = |i: usize| _mm_cmpeq_epi8(ld(a, i), ld(b, i));
             // The first and the last 16 bytes cover up to 32; with the 16
-            // after the first, up to 48 (line prefixes, the usual callers):
-            // straight-line code, the loop only past that.
+            // after the first, up to 48, and with the next 16, up to 64
+            // (line prefixes, the usual callers, are 30 to 60 bytes):
+            // straight-line code, the loop only past that (set up for a
+            // round or two, it cost more than the compares).
             let mut acc = _mm_and_si128(eq(0), eq(n - 16));
             if n > 32 {
                 acc = _mm_and_si128(acc, eq(16));
-                let mut i = 32;
-                while i + 16 < n {
-                    acc = _mm_and_si128(acc, eq(i));
-                    i += 16;
+                if n > 48 {
+                    acc = _mm_and_si128(acc, eq(32));
+                    let mut i = 48;
+                    while i + 16 < n {
+                        acc = _mm_and_si128(acc, eq(i));
+                        i += 16;
+                    }
                 }
             }
             _mm_movemask_epi8(acc) == 0xffff
@@ -45,12 +50,14 @@ pub(super) fn eq_16plus(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// Whether `text` (32 bytes or more) contains `NCCL `: the positions of
-/// `N` 32 bytes a compare (most messages hold no `N`), each `N` found
-/// checked for the rest out of line. Kept small so that it inlines into
-/// code compiled for AVX2 (the reader's AVX2 loop calls it on every line's
-/// message). The scalar reference is `bytes::has_nccl` (and a plain search
-/// in its tests).
+/// Whether `text` (32 bytes or more) contains `NCCL `. Nine messages in
+/// ten hold no `N` at all: every byte is compared with `N` 32 at a time and
+/// the compares OR'd, one test at the end, no branch per load; only a
+/// message with an `N` goes on to [`has_nccl_avx2_at_n`], which finds where
+/// (the test per load cost twice the instructions on the common message).
+/// Kept small so that it inlines into code compiled for AVX2 (the reader's
+/// AVX2 loop calls it on every line's message). The scalar reference is
+/// `bytes::has_nccl` (and a plain search in its tests).
 ///
 /// # Safety
 /// The CPU must have AVX2.
@@ -64,20 +71,41 @@ pub(super) unsafe fn has_nccl_avx2(text: &[u8]) -> bool {
     let p = text.as_ptr();
     let nn = _mm256_set1_epi8(b'N' as i8);
     // SAFETY (all loads below): each reads text[at..at + 32] with at + 32 <= n.
-    let ns = |at: usize| _mm256_movemask_epi8(_mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn)) as u32;
+    let eq = |at: usize| _mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn);
+    // The loads from 0 in steps of 32 while more than 32 bytes are left,
+    // and the one that ends at the end: every byte is in one of them.
+    let mut acc = eq(n - 32);
     let mut at = 0;
-    // 64 bytes a test while more than 32 are left (both halves compared,
-    // one test of the two: most messages hold no `N`), then 32.
     while at + 64 < n {
-        let (lo, hi) = (ns(at), ns(at + 32));
-        if (lo | hi) != 0 && (nccl_in_bits(text, at, lo) || nccl_in_bits(text, at + 32, hi)) {
-            return true;
-        }
+        acc = _mm256_or_si256(acc, _mm256_or_si256(eq(at), eq(at + 32)));
         at += 64;
     }
     if at + 32 < n {
+        acc = _mm256_or_si256(acc, eq(at));
+    }
+    _mm256_movemask_epi8(acc) != 0 && unsafe { has_nccl_avx2_at_n(text) }
+}
+
+/// [`has_nccl_avx2`] for a message that holds an `N`: the positions of `N`
+/// 32 bytes a compare, each one checked for the rest.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn has_nccl_avx2_at_n(text: &[u8]) -> bool {
+    use std::arch::x86_64::*;
+    let n = text.len();
+    assert!(n >= 32);
+    let p = text.as_ptr();
+    let nn = _mm256_set1_epi8(b'N' as i8);
+    // SAFETY (all loads below): each reads text[at..at + 32] with at + 32 <= n.
+    let ns = |at: usize| _mm256_movemask_epi8(_mm256_cmpeq_epi8(unsafe { _mm256_loadu_si256(p.add(at).cast::<__m256i>()) }, nn)) as u32;
+    let mut at = 0;
+    while at + 32 < n {
         let m = ns(at);
-        if m != 0 && nccl_in_bits(text, at, m) {
+        if m != 0 && crate::bytes::nccl_at_bits(text, at, m) {
             return true;
         }
         at += 32;
@@ -85,21 +113,7 @@ pub(super) unsafe fn has_nccl_avx2(text: &[u8]) -> bool {
     // The last 32 bytes, in a load that ends at the end, less the bytes
     // before `at` (seen above): `n - 32 <= at < n`.
     let m = ns(n - 32) & (!0u32 << (at - (n - 32)));
-    m != 0 && nccl_in_bits(text, n - 32, m)
-}
-
-/// `crate::bytes::nccl_at_bits` out of line, for [`has_nccl_avx2`] (an `N`
-/// is rare in a message); no mask, no call.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn nccl_in_bits(text: &[u8], at: usize, mask: u32) -> bool {
-    mask != 0 && nccl_in_bits_cold(text, at, mask)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-fn nccl_in_bits_cold(text: &[u8], at: usize, mask: u32) -> bool {
-    crate::bytes::nccl_at_bits(text, at, mask)
+    m != 0 && crate::bytes::nccl_at_bits(text, n - 32, m)
 }
 
 /// Bit k set when `s[at + k] == needle`, for the 16 bytes from `at`
@@ -134,6 +148,16 @@ pub fn mask32(s: &[u8], at: usize, needle: u8) -> u32 {
 #[inline(always)]
 fn mask_scalar(s: &[u8], needle: u8) -> u32 {
     s.iter().take(32).enumerate().fold(0, |m, (k, &b)| m | ((b == needle) as u32) << k)
+}
+
+/// [`mask_scalar`] for [`Positions`] over a slice under 16 bytes (rare: a
+/// line that short), out of line: inlined, its vectorized loop kept eight
+/// vector constants live in the callers' loops (the colon scan of
+/// `nccl_log::prefix` loaded them on entry and again after every call).
+#[cold]
+#[inline(never)]
+fn mask_short(s: &[u8], needle: u8) -> u32 {
+    mask_scalar(s, needle)
 }
 
 /// The positions of one byte in a slice, in order, found 32 bytes at a time
@@ -180,7 +204,7 @@ impl Iterator for Positions<'_> {
                 // before `at` (already seen); a slice under 16 bytes byte by byte.
                 self.mask = match n.checked_sub(16) {
                     Some(last) => mask16(self.s, last, self.needle) >> (at - last),
-                    None => mask_scalar(&self.s[at..], self.needle),
+                    None => mask_short(&self.s[at..], self.needle),
                 };
                 self.next = n;
             }

@@ -343,15 +343,13 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     let mut dev = None;
     if line.get(p) == Some(&b'[') {
         // Mostly one digit (`[3]`): read as such, the same answer as the
-        // search below (its first `]` is that one).
+        // search (`dev_field`: its first `]` is that one).
         let close = if p + 2 < limit && line[p + 1].is_ascii_digit() && line[p + 2] == b']' {
             dev = Some((line[p + 1] - b'0') as u32);
             p + 2
         } else {
-            // At most 12 bytes: a loop, not a call into `memchr`.
-            let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
-            dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok());
-            dev?;
+            let (d, close) = dev_field(line, p, limit)?;
+            dev = Some(d);
             close
         };
         p = close + 1;
@@ -363,11 +361,7 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
     if p >= window_end {
         return None;
     }
-    let at = if line[p..].starts_with(b"NCCL ") {
-        p
-    } else {
-        p + NCCL_FINDER.find(&line[p..window_end])? + 1
-    };
+    let at = if line[p..].starts_with(b"NCCL ") { p } else { nccl_after_tokens(line, p, window_end)? };
     let lv = at + 5;
     let (level, len) = match line.get(lv..) {
         Some(r) if r.starts_with(b"INFO") => (Level::Info, 4),
@@ -383,6 +377,26 @@ fn parse_after_tid(line: &[u8], after: usize, limit: usize) -> Option<(Option<u3
         Some(b' ') => Some((dev, level, end + 1)),
         Some(_) => None,
     }
+}
+
+/// The `[dev]` field of [`parse_after_tid`] other than one digit: the
+/// device and the `]`'s index. Out of line, as [`nccl_after_tokens`].
+#[inline(never)]
+fn dev_field(line: &[u8], p: usize, limit: usize) -> Option<(u32, usize)> {
+    // At most 12 bytes: a loop, not a call into `memchr`.
+    let close = line[p..limit.min(p + 12)].iter().position(|&b| b == b']')? + p;
+    let dev = dec_u64(&line[p + 1..close]).and_then(|v| u32::try_from(v).ok())?;
+    Some((dev, close))
+}
+
+/// Where `NCCL ` starts after tokens (`func, line `, an elapsed time) in
+/// `line[p..window_end]`: the first ` NCCL ` there, past its space. Out of
+/// line: most prefixes have `NCCL` right after the tid or `[dev]`, and the
+/// search inlined made [`parse_after_tid`] save and restore six registers
+/// on every call.
+#[inline(never)]
+fn nccl_after_tokens(line: &[u8], p: usize, window_end: usize) -> Option<usize> {
+    Some(p + NCCL_FINDER.find(&line[p..window_end])? + 1)
 }
 
 #[path = "prefix_lex.rs"]

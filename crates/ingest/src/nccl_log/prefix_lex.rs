@@ -18,17 +18,23 @@ pub(super) fn candidate_at(line: &[u8], colon: usize) -> Option<Candidate> {
     candidate_after_digit(line, colon)
 }
 
-/// [`candidate_at`] past its first test.
+/// [`candidate_at`] past its first test. The digit runs' ends are checked
+/// (`:` after the pid, a space after the tid) before their values are
+/// worked out: a third of the colons followed by a digit start no
+/// candidate (`topo.cc:1228,`), and their values were wasted work.
 #[inline(never)]
 fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
-    let (pid_end, pid) = digits_u32(line, colon + 1);
+    let pid_run = digit_run(line, colon + 1);
+    let pid_end = pid_run.end;
     if pid_end == colon + 1 || line.get(pid_end) != Some(&b':') {
         return None;
     }
-    let (tid_end, tid) = digits_u32(line, pid_end + 1);
+    let tid_run = digit_run(line, pid_end + 1);
+    let tid_end = tid_run.end;
     if tid_end == pid_end + 1 || line.get(tid_end) != Some(&b' ') {
         return None;
     }
+    let (pid, tid) = (pid_run.value(line, colon + 1)?, tid_run.value(line, pid_end + 1)?);
     // Debris glued in front makes this run long (`0x7f4d52c0e800stone`):
     // 16 bytes a test.
     let mut hs = crate::bytes::host_run_start(line, colon);
@@ -39,18 +45,26 @@ fn candidate_after_digit(line: &[u8], colon: usize) -> Option<Candidate> {
     if hs == colon {
         return None;
     }
-    Some(Candidate { host_start: hs, host_end: colon, pid: pid?, tid: tid?, after: tid_end + 1 })
+    Some(Candidate { host_start: hs, host_end: colon, pid, tid, after: tid_end + 1 })
 }
 
-/// The run of decimal digits from `from`: its end, and its value as
-/// `dec_u64` and `u32::try_from` read it (`None` when it does not fit).
-/// Where the line has 8 bytes from `from`, they are tested and read at
-/// once (pids and tids have about 7 digits); the rest of a longer run, and
-/// the end of a line, byte by byte as [`digits_u32_scalar`] reads them.
-/// Inlined into its one caller (twice): a call cost a sixth of it.
+/// A run of decimal digits found by [`digit_run`]: its end, and what its
+/// value is read from.
+#[derive(Clone, Copy)]
+struct DigitRun {
+    end: usize,
+    /// Under 8 digits, all in the 8 bytes read at the run's start: those
+    /// digits moved to the top of this word (one per byte, less `0`), zeros
+    /// below them. `None`: the value is read from the line.
+    word: Option<u64>,
+}
+
+/// The run of decimal digits from `from` (its value is [`DigitRun::value`]).
+/// Where the line has 8 bytes from `from`, they are tested at once (pids
+/// and tids have about 7 digits); the rest of a longer run, and the end of
+/// a line, byte by byte as `digits_u32_scalar` (the tests' reference) reads them.
 #[inline(always)]
-fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
-    let (mut j, mut v) = (from, 0u64);
+fn digit_run(line: &[u8], from: usize) -> DigitRun {
     if let Some(w) = line.get(from..from + 8) {
         // Each byte minus `0` (as xor: digits are 0x30..=0x39).
         let x = u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ 0x3030_3030_3030_3030;
@@ -60,24 +74,52 @@ fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
         let non = (x.wrapping_add(0x7676_7676_7676_7676) | x) & 0x8080_8080_8080_8080;
         if non != 0 {
             let n = (non.trailing_zeros() / 8) as usize;
-            if n == 0 {
-                return (from, Some(0));
-            }
-            // The n digits moved to the top, zeros (leading) below them.
-            return (from + n, Some(eight_digits(x << (8 * (8 - n))) as u32));
+            // The n digits moved to the top, zeros (leading) below them
+            // (n = 0: no digit; the word is then never read as a value).
+            let word = if n == 0 { 0 } else { x << (8 * (8 - n)) };
+            return DigitRun { end: from + n, word: Some(word) };
         }
-        (j, v) = (from + 8, eight_digits(x));
+        let mut j = from + 8;
+        while line.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        return DigitRun { end: j, word: None };
     }
-    while let Some(&b) = line.get(j) {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        v = v.wrapping_mul(10).wrapping_add(d as u64);
+    let mut j = from;
+    while line.get(j).is_some_and(u8::is_ascii_digit) {
         j += 1;
     }
-    let value = if j - from <= 10 { v } else { dec_u64(&line[from..j]).unwrap_or(u64::MAX) };
-    (j, u32::try_from(value).ok())
+    DigitRun { end: j, word: None }
+}
+
+impl DigitRun {
+    /// The run's value as `dec_u64` and `u32::try_from` read it (`None`
+    /// when it does not fit); `from` is where the run starts.
+    #[inline(always)]
+    fn value(self, line: &[u8], from: usize) -> Option<u32> {
+        if let Some(w) = self.word {
+            // Under 8 digits: always fits.
+            return Some(eight_digits(w) as u32);
+        }
+        let j = self.end;
+        // 10 digits or fewer fit in a u64 read a digit at a time; longer
+        // runs (leading zeros) are left to `dec_u64`.
+        let value = if j - from <= 10 {
+            line[from..j].iter().fold(0u64, |v, &b| v * 10 + (b - b'0') as u64)
+        } else {
+            dec_u64(&line[from..j]).unwrap_or(u64::MAX)
+        };
+        u32::try_from(value).ok()
+    }
+}
+
+/// [`digit_run`] and its value, as the candidate check reads them (the
+/// exhaustive test compares this with [`digits_u32_scalar`]).
+#[cfg(test)]
+fn digits_u32(line: &[u8], from: usize) -> (usize, Option<u32>) {
+    let r = digit_run(line, from);
+    let v = if r.end == from { Some(0) } else { r.value(line, from) };
+    (r.end, v)
 }
 
 /// The value of 8 digits, one per byte (0 to 9, the first, most
