@@ -1,0 +1,251 @@
+//! Pretty JSON written by hand into a byte buffer, in the layout of
+//! `serde_json::to_writer_pretty` (two spaces a level): [`Text`] holds the
+//! buffer and the nesting depth; the long, regular parts of `stats --format
+//! json` (the nccl-tests rows, the per-rank and per-communicator rows) are
+//! written through it instead of through a `serde_json::Serializer`.
+//!
+//! Why: through the serializer every key and string goes through
+//! `format_escaped_str` (a table look-up a byte and three writes a string)
+//! and every token through the output writer; on the 400 MB bench log that
+//! was most of `print_stats`, all on one core after the parallel read. Here
+//! a key is a literal copied in one piece, a string that needs no escape
+//! (found by [`plain`]) is copied as is, and numbers use the formatters
+//! `serde_json` itself uses (`itoa`, `ryu` through [`CompactFormatter`]), so
+//! the text is the same byte for byte. The writers built on it test that
+//! against `serde_json` on real files; the tests below hold the primitives.
+
+use serde_json::ser::{CompactFormatter, Formatter};
+use std::io;
+
+/// A buffer of pretty JSON text and the depth of the container it is in.
+pub struct Text {
+    pub buf: Vec<u8>,
+    depth: usize,
+}
+
+/// A newline and indentation for lines up to this deep, copied in one piece.
+const PAD: &[u8] = b"\n                                                                ";
+
+/// Writing into a `Vec<u8>` cannot fail.
+#[inline]
+fn infallible(r: io::Result<()>) {
+    debug_assert!(r.is_ok());
+}
+
+impl Text {
+    /// An empty buffer whose first value sits `depth` containers deep (as a
+    /// `json_pretty::Pretty` formatter at that depth would write it).
+    pub fn at(depth: usize, capacity: usize) -> Text {
+        Text { buf: Vec::with_capacity(capacity), depth }
+    }
+
+    /// A newline, after a comma unless `first`, and the current indentation:
+    /// what comes before an array element or an object key.
+    #[inline]
+    pub fn line(&mut self, first: bool) {
+        if !first {
+            self.buf.push(b',');
+        }
+        let n = 1 + 2 * self.depth;
+        if n <= PAD.len() {
+            self.buf.extend_from_slice(&PAD[..n]);
+        } else {
+            self.buf.push(b'\n');
+            self.buf.resize(self.buf.len() + 2 * self.depth, b' ');
+        }
+    }
+
+    /// Opens an array (`[`) or object (`{`).
+    #[inline]
+    pub fn open(&mut self, bracket: u8) {
+        self.depth += 1;
+        self.buf.push(bracket);
+    }
+
+    /// Closes an array (`]`) or object (`}`); `empty` when it holds nothing
+    /// (`[]`, `{}` on one line).
+    #[inline]
+    pub fn close(&mut self, bracket: u8, empty: bool) {
+        self.depth -= 1;
+        if !empty {
+            self.line(true);
+        }
+        self.buf.push(bracket);
+    }
+
+    /// An object key and its `": "`; `key` is a literal that needs no escape.
+    #[inline]
+    pub fn key(&mut self, first: bool, key: &str) {
+        debug_assert!(plain(key.as_bytes()));
+        self.line(first);
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"\": ");
+    }
+
+    #[inline]
+    pub fn u64(&mut self, v: u64) {
+        infallible(CompactFormatter.write_u64(&mut self.buf, v));
+    }
+
+    #[inline]
+    pub fn i64(&mut self, v: i64) {
+        infallible(CompactFormatter.write_i64(&mut self.buf, v));
+    }
+
+    /// A float as `serde_json` writes it: `null` when not finite.
+    #[inline]
+    pub fn f64(&mut self, v: f64) {
+        if v.is_finite() {
+            infallible(CompactFormatter.write_f64(&mut self.buf, v));
+        } else {
+            self.null();
+        }
+    }
+
+    #[inline]
+    pub fn null(&mut self) {
+        self.buf.extend_from_slice(b"null");
+    }
+
+    /// A string, escaped as `serde_json` escapes it.
+    #[inline]
+    pub fn str(&mut self, s: &str) {
+        if plain(s.as_bytes()) {
+            self.buf.push(b'"');
+            self.buf.extend_from_slice(s.as_bytes());
+            self.buf.push(b'"');
+        } else {
+            infallible(serde_json::to_writer(&mut self.buf, s).map_err(io::Error::from));
+        }
+    }
+
+    /// `None` as `null`, `Some` through `f`.
+    #[inline]
+    pub fn opt<T>(&mut self, v: Option<T>, f: impl FnOnce(&mut Self, T)) {
+        match v {
+            Some(x) => f(self, x),
+            None => self.null(),
+        }
+    }
+
+    /// A slice as an array, each element through `f`.
+    #[inline]
+    pub fn array<T>(&mut self, xs: &[T], mut f: impl FnMut(&mut Self, &T)) {
+        self.open(b'[');
+        for (i, x) in xs.iter().enumerate() {
+            self.line(i == 0);
+            f(self, x);
+        }
+        self.close(b']', xs.is_empty());
+    }
+
+    /// Any other value through `serde_json`'s pretty serializer at this depth
+    /// (for the rare, irregular parts).
+    pub fn serde(&mut self, v: &impl serde::Serialize) -> serde_json::Result<()> {
+        let f = super::json_pretty::Pretty::at(self.depth);
+        v.serialize(&mut serde_json::Serializer::with_formatter(&mut self.buf, f))
+    }
+}
+
+/// Whether `serde_json` writes `s` unchanged between its quotes: no control
+/// character (below 0x20), no `"` and no `\` (it escapes nothing else).
+/// Sixteen bytes are tested at a time without an early exit, which the
+/// compiler turns into vector compares.
+#[inline]
+pub fn plain(s: &[u8]) -> bool {
+    #[inline(always)]
+    fn escaped(b: u8) -> bool {
+        b < 0x20 || b == b'"' || b == b'\\'
+    }
+    let mut chunks = s.chunks_exact(16);
+    for c in &mut chunks {
+        if c.iter().fold(false, |any, &b| any | escaped(b)) {
+            return false;
+        }
+    }
+    !chunks.remainder().iter().any(|&b| escaped(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{plain, Text};
+
+    /// `plain` against `serde_json`'s own escaping: every byte value (as a
+    /// character) at every position of strings of every length up to 40.
+    #[test]
+    fn plain_is_what_serde_leaves_alone() {
+        let chars: Vec<char> = (0u8..=0x7f).map(char::from).chain(['\u{e9}', '\u{2028}', '\u{1f600}']).collect();
+        for len in 0..40 {
+            for pos in 0..len.max(1) {
+                for &c in &chars {
+                    let mut s: String = "a".repeat(len);
+                    if len > 0 {
+                        s.replace_range(pos..pos + 1, c.encode_utf8(&mut [0; 4]));
+                    }
+                    let quoted = serde_json::to_string(&s).unwrap();
+                    assert_eq!(plain(s.as_bytes()), quoted[1..quoted.len() - 1] == s, "{s:?}");
+                    let mut t = Text::at(0, 0);
+                    t.str(&s);
+                    assert_eq!(t.buf, quoted.as_bytes());
+                }
+            }
+        }
+    }
+
+    /// Numbers, nulls, nesting and indentation past the one-piece padding,
+    /// against `serde_json::to_string_pretty` of the same value (keys
+    /// written in sorted order, as a `Value` map holds them).
+    #[test]
+    fn same_text_as_serde_pretty() {
+        let floats = [0.0, -0.0, 1.5, 1e-7, 123456789.5, 1e300, f64::NAN, f64::INFINITY, f64::MIN_POSITIVE];
+        fn nest(t: &mut Text, n: usize) {
+            t.open(b'[');
+            t.line(true);
+            if n == 0 {
+                t.str("x\"");
+            } else {
+                nest(t, n - 1);
+            }
+            t.line(false);
+            t.serde(&serde_json::json!({"k": [1, {}], "z": []})).unwrap();
+            t.close(b']', false);
+        }
+        let mut t = Text::at(0, 0);
+        t.open(b'{');
+        t.key(true, "deep");
+        nest(&mut t, 45);
+        t.key(false, "e");
+        t.array(&[] as &[u64], |t, v| t.u64(*v));
+        t.key(false, "f");
+        t.array(&floats, |t, v| t.f64(*v));
+        t.key(false, "i");
+        t.array(&[i64::MIN, -1, 0, i64::MAX], |t, v| t.i64(*v));
+        t.key(false, "o");
+        t.array(&[None, Some(3u64)], |t, v| t.opt(*v, Text::u64));
+        t.key(false, "u");
+        t.array(&[0, u64::MAX], |t, v| t.u64(*v));
+        t.close(b'}', false);
+        let mut deep = serde_json::json!("x\"");
+        for _ in 0..=45 {
+            deep = serde_json::json!([deep, {"k": [1, {}], "z": []}]);
+        }
+        let v = serde_json::json!({
+            "deep": deep,
+            "e": [],
+            "f": floats,
+            "i": [i64::MIN, -1, 0, i64::MAX],
+            "o": [null, 3],
+            "u": [0, u64::MAX],
+        });
+        assert_eq!(String::from_utf8(t.buf).unwrap(), serde_json::to_string_pretty(&v).unwrap());
+        // Empty containers, and a value started deep (inside a pretty document).
+        let mut e = Text::at(0, 0);
+        e.open(b'{');
+        e.close(b'}', true);
+        assert_eq!(e.buf, b"{}");
+        let mut d = Text::at(2, 0);
+        d.array(&[1u64, 2], |t, v| t.u64(*v));
+        assert_eq!(d.buf, b"[\n      1,\n      2\n    ]");
+    }
+}
