@@ -5,26 +5,49 @@
 //! and without `serde_json`'s serializer. On the 400 MB bench log (203 runs,
 //! 4,258 rows) the serializer took about 26 M instructions, half of them
 //! escaping keys, all on one core after the parallel read; the buffer is now
-//! written on a thread of its own beside the stats tables (`stats.rs`).
+//! written beside the stats tables (`stats.rs`), its runs in pieces that
+//! an idle thread can take.
 //!
 //! The keys are listed by hand: `sorted_json_is_the_value_json` (below) holds
 //! them to the `Value` text on real files, so a field added to the result
 //! types and not here fails it.
 
-use super::json_text::Text;
+use super::json_text::{Keys, Text};
 use commlens_ingest::nccl_tests::{BenchFile, BenchRow, BenchRun, BenchTiming};
+use rayon::prelude::*;
 
 /// nccl-tests results as a pretty JSON array, keys sorted, starting `depth`
-/// containers deep in the document.
-pub fn write(files: &[BenchFile], depth: usize) -> Vec<u8> {
-    // About 300 bytes a row.
-    let rows: usize = files.iter().flat_map(|f| &f.runs).map(|r| r.rows.len()).sum();
-    let mut t = Text::at(depth, 4096 + 320 * rows);
-    t.array(files, file);
-    t.buf
+/// containers deep in the document: its text in pieces, to be written in
+/// order (joining them would copy megabytes once more).
+pub fn write(files: &[BenchFile], depth: usize) -> Vec<Vec<u8>> {
+    let mut t = Text::at(depth, 4096);
+    let mut pieces = Vec::new();
+    t.array(files, |t, f| file(t, &mut pieces, f));
+    pieces.push(t.buf);
+    pieces
 }
 
-fn file(t: &mut Text, f: &BenchFile) {
+/// Runs written as one piece of text: pieces are written in parallel (a
+/// thread that ran out of other work takes some) and joined in order.
+const RUNS_A_PIECE: usize = 16;
+
+/// The keys of the objects written once a row.
+struct RowKeys {
+    row: Keys<8>,
+    timing: Keys<4>,
+}
+
+impl RowKeys {
+    fn new() -> RowKeys {
+        RowKeys {
+            row: Keys::new(["bytes", "count", "dtype", "in_place", "line", "out_of_place", "redop", "root"]),
+            timing: Keys::new(["algbw_gb_s", "busbw_gb_s", "errors", "time_us"]),
+        }
+    }
+}
+
+/// A file, its runs' text added to `pieces` (after the text so far).
+fn file(t: &mut Text, pieces: &mut Vec<Vec<u8>>, f: &BenchFile) {
     t.open(b'{');
     t.key(true, "malformed");
     t.array(&f.malformed, |t, (line, text)| {
@@ -38,11 +61,31 @@ fn file(t: &mut Text, f: &BenchFile) {
     t.key(false, "path");
     t.str(&f.path);
     t.key(false, "runs");
-    t.array(&f.runs, run);
+    t.open(b'[');
+    let depth = t.depth();
+    pieces.push(std::mem::replace(&mut t.buf, Vec::with_capacity(4096)));
+    let runs: Vec<Vec<u8>> = f
+        .runs
+        .par_chunks(RUNS_A_PIECE)
+        .enumerate()
+        .map(|(i, runs)| {
+            // About 600 bytes a row (one level deep in the document).
+            let rows: usize = runs.iter().map(|r| r.rows.len()).sum();
+            let mut p = Text::at(depth, 2048 * runs.len() + (640 + 64 * depth) * rows);
+            let mut keys = RowKeys::new();
+            for (j, r) in runs.iter().enumerate() {
+                p.line(i == 0 && j == 0);
+                run(&mut p, &mut keys, r);
+            }
+            p.buf
+        })
+        .collect();
+    pieces.extend(runs);
+    t.close(b']', f.runs.is_empty());
     t.close(b'}', false);
 }
 
-fn run(t: &mut Text, r: &BenchRun) {
+fn run(t: &mut Text, keys: &mut RowKeys, r: &BenchRun) {
     t.open(b'{');
     t.key(true, "avg_busbw_gb_s");
     t.opt(r.avg_busbw_gb_s, Text::f64);
@@ -64,40 +107,43 @@ fn run(t: &mut Text, r: &BenchRun) {
     t.key(false, "ranks");
     t.u64(u64::from(r.ranks));
     t.key(false, "rows");
-    t.array(&r.rows, row);
+    t.array(&r.rows, |t, x| row(t, keys, x));
     t.close(b'}', false);
 }
 
-fn row(t: &mut Text, r: &BenchRow) {
+fn row(t: &mut Text, keys: &mut RowKeys, r: &BenchRow) {
+    let k = &mut keys.row;
     t.open(b'{');
-    t.key(true, "bytes");
+    t.key_of(k, 0);
     t.u64(r.bytes);
-    t.key(false, "count");
+    t.key_of(k, 1);
     t.u64(r.count);
-    t.key(false, "dtype");
+    t.key_of(k, 2);
     t.str(&r.dtype);
-    t.key(false, "in_place");
-    timing(t, &r.in_place);
-    t.key(false, "line");
+    t.key_of(k, 3);
+    timing(t, &mut keys.timing, &r.in_place);
+    let k = &mut keys.row;
+    t.key_of(k, 4);
     t.u64(r.line);
-    t.key(false, "out_of_place");
-    timing(t, &r.out_of_place);
-    t.key(false, "redop");
+    t.key_of(k, 5);
+    timing(t, &mut keys.timing, &r.out_of_place);
+    let k = &mut keys.row;
+    t.key_of(k, 6);
     t.opt(r.redop.as_deref(), Text::str);
-    t.key(false, "root");
+    t.key_of(k, 7);
     t.opt(r.root, Text::i64);
     t.close(b'}', false);
 }
 
-fn timing(t: &mut Text, x: &BenchTiming) {
+fn timing(t: &mut Text, k: &mut Keys<4>, x: &BenchTiming) {
     t.open(b'{');
-    t.key(true, "algbw_gb_s");
+    t.key_of(k, 0);
     t.f64(x.algbw_gb_s);
-    t.key(false, "busbw_gb_s");
+    t.key_of(k, 1);
     t.f64(x.busbw_gb_s);
-    t.key(false, "errors");
+    t.key_of(k, 2);
     t.opt(x.errors, Text::f64);
-    t.key(false, "time_us");
+    t.key_of(k, 3);
     t.f64(x.time_us);
     t.close(b'}', false);
 }
@@ -138,7 +184,11 @@ mod tests {
             }
         }
         files.push(odd);
-        assert!(files.len() >= 2);
+        // Runs enough for several pieces (written in parallel, joined).
+        let mut many = files[0].clone();
+        many.runs = files.iter().flat_map(|f| f.runs.clone()).cycle().take(3 * super::RUNS_A_PIECE + 1).collect();
+        files.push(many);
+        assert!(files.len() >= 3);
         for f in &files {
             let one = std::slice::from_ref(f);
             let value = serde_json::to_value(one).unwrap();
@@ -153,6 +203,6 @@ mod tests {
     }
 
     fn text(files: &[commlens_ingest::nccl_tests::BenchFile], depth: usize) -> String {
-        String::from_utf8(write(files, depth)).unwrap()
+        String::from_utf8(write(files, depth).concat()).unwrap()
     }
 }

@@ -39,6 +39,11 @@ impl Text {
         Text { buf: Vec::with_capacity(capacity), depth }
     }
 
+    /// How many containers deep the next value sits.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
     /// A newline, after a comma unless `first`, and the current indentation:
     /// what comes before an array element or an object key.
     #[inline]
@@ -81,6 +86,17 @@ impl Text {
         self.buf.push(b'"');
         self.buf.extend_from_slice(key.as_bytes());
         self.buf.extend_from_slice(b"\": ");
+    }
+
+    /// Key `i` of an object whose keys are `keys` (key 0 first): the line,
+    /// comma and key text made once for this depth and copied in one piece.
+    #[inline]
+    pub fn key_of<const N: usize>(&mut self, keys: &mut Keys<N>, i: usize) {
+        if keys.depth != self.depth {
+            keys.make(self.depth);
+        }
+        let start = if i == 0 { 0 } else { keys.ends[i - 1] };
+        self.buf.extend_from_slice(&keys.text[start..keys.ends[i]]);
     }
 
     #[inline]
@@ -148,6 +164,34 @@ impl Text {
     }
 }
 
+/// The keys of a kind of object written many times (a table row), in the
+/// order written: what [`Text::key`] writes before each, made once (for the
+/// depth the rows sit at) instead of once a row.
+pub struct Keys<const N: usize> {
+    names: [&'static str; N],
+    /// The depth `text` was made for (`usize::MAX`: not yet made).
+    depth: usize,
+    text: Vec<u8>,
+    /// Where each key's text ends in `text`.
+    ends: [usize; N],
+}
+
+impl<const N: usize> Keys<N> {
+    pub fn new(names: [&'static str; N]) -> Keys<N> {
+        Keys { names, depth: usize::MAX, text: Vec::new(), ends: [0; N] }
+    }
+
+    #[cold]
+    fn make(&mut self, depth: usize) {
+        let mut t = Text::at(depth, 64 * N);
+        for (i, name) in self.names.iter().enumerate() {
+            t.key(i == 0, name);
+            self.ends[i] = t.buf.len();
+        }
+        (self.text, self.depth) = (t.buf, depth);
+    }
+}
+
 /// Whether `serde_json` writes `s` unchanged between its quotes: no control
 /// character (below 0x20), no `"` and no `\` (it escapes nothing else).
 /// Sixteen bytes are tested at a time without an early exit, which the
@@ -169,7 +213,7 @@ pub fn plain(s: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain, Text};
+    use super::{plain, Keys, Text};
 
     /// `plain` against `serde_json`'s own escaping: every byte value (as a
     /// character) at every position of strings of every length up to 40.
@@ -224,7 +268,28 @@ mod tests {
         t.key(false, "o");
         t.array(&[None, Some(3u64)], |t, v| t.opt(*v, Text::u64));
         t.key(false, "u");
-        t.array(&[0, u64::MAX], |t, v| t.u64(*v));
+        // Objects of fixed keys at two depths (their text made again for the second).
+        let mut keys = Keys::new(["a", "b"]);
+        t.open(b'[');
+        for (i, n) in [0u64, 1, 2].into_iter().enumerate() {
+            t.line(i == 0);
+            t.open(b'{');
+            t.key_of(&mut keys, 0);
+            t.u64(n);
+            t.key_of(&mut keys, 1);
+            if n == 2 {
+                t.open(b'{');
+                t.key_of(&mut keys, 0);
+                t.null();
+                t.key_of(&mut keys, 1);
+                t.u64(n);
+                t.close(b'}', false);
+            } else {
+                t.u64(u64::MAX);
+            }
+            t.close(b'}', false);
+        }
+        t.close(b']', false);
         t.close(b'}', false);
         let mut deep = serde_json::json!("x\"");
         for _ in 0..=45 {
@@ -236,7 +301,7 @@ mod tests {
             "f": floats,
             "i": [i64::MIN, -1, 0, i64::MAX],
             "o": [null, 3],
-            "u": [0, u64::MAX],
+            "u": [{"a": 0, "b": u64::MAX}, {"a": 1, "b": u64::MAX}, {"a": 2, "b": {"a": null, "b": 2}}],
         });
         assert_eq!(String::from_utf8(t.buf).unwrap(), serde_json::to_string_pretty(&v).unwrap());
         // Empty containers, and a value started deep (inside a pretty document).

@@ -212,7 +212,7 @@ fn print_benchmarks_of(
         Format::Json => {
             if alone {
                 let job = entry(&job)?;
-                write_json_to_stdout(&[("job", &job), ("nccl_tests", &super::bench_json::write(&read, 1))])?;
+                write_json_to_stdout(&[("job", &[job]), ("nccl_tests", &super::bench_json::write(&read, 1))])?;
                 return Ok(None);
             }
             return Ok(Some(read));
@@ -290,7 +290,8 @@ fn print_stats(
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
             let (inputs, job, stats) = json.expect("written for JSON");
-            let mut doc: Vec<(&str, &[u8])> = vec![("inputs", &inputs), ("job", &job)];
+            let (inputs, job, stats) = ([inputs], [job], [stats]);
+            let mut doc: Vec<(&str, &[Vec<u8>])> = vec![("inputs", &inputs), ("job", &job)];
             if let Some(b) = &bench {
                 doc.push(("nccl_tests", b));
             }
@@ -341,13 +342,14 @@ fn entry(v: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
 }
 
 /// The JSON document of `stats`: an object of `entries` (key, text written
-/// one level deep; keys in sorted order), pretty, and a newline, on stdout.
+/// one level deep in pieces; keys in sorted order), pretty, and a newline,
+/// on stdout.
 /// It used to be one `serde_json::Value`, pretty-printed into one `String`:
 /// for 40,000 ranks that tree and string were gigabytes. Each entry is now
 /// written apart (the long ones by hand, `bench_json`, `stats_json`) and
 /// the document is their concatenation; a closed pipe (`| head`) ends
 /// quietly, as `println!` does here.
-fn write_json_to_stdout(entries: &[(&str, &[u8])]) -> CmdResult {
+fn write_json_to_stdout(entries: &[(&str, &[Vec<u8>])]) -> CmdResult {
     use std::io::Write;
     let mut w = std::io::BufWriter::new(std::io::stdout().lock());
     let res = (|| {
@@ -356,7 +358,9 @@ fn write_json_to_stdout(entries: &[(&str, &[u8])]) -> CmdResult {
             w.write_all(if i == 0 { b"\n  \"" } else { b",\n  \"" })?;
             w.write_all(key.as_bytes())?;
             w.write_all(b"\": ")?;
-            w.write_all(text)?;
+            for piece in *text {
+                w.write_all(piece)?;
+            }
         }
         w.write_all(if entries.is_empty() { b"}\n" } else { b"\n}\n" })?;
         w.flush()

@@ -12,21 +12,23 @@
 //! here fails them. The other rows (a few per kind of operation and per
 //! size) still go through a `Value`.
 
-use super::json_text::Text;
+use super::json_text::{Keys, Text};
 use commlens_analyze::stats::{CommRow, RankRow, StatsReport};
 
 /// The report as a pretty JSON object, keys sorted, starting `depth`
 /// containers deep in the document.
 pub fn write(r: &StatsReport, depth: usize) -> serde_json::Result<Vec<u8>> {
-    // About 250 bytes a row.
-    let mut t = Text::at(depth, 4096 + 256 * (r.ranks.len() + r.comms.len()));
+    // About 330 bytes a row (one level deep in the document).
+    let mut t = Text::at(depth, 4096 + (384 + 32 * depth) * (r.ranks.len() + r.comms.len()));
     t.open(b'{');
     t.key(true, "comms");
-    t.array(&r.comms, comm);
+    let mut keys = comm_keys();
+    t.array(&r.comms, |t, c| comm(t, &mut keys, c));
     t.key(false, "ops");
     t.serde(&serde_json::to_value(&r.ops)?)?;
     t.key(false, "ranks");
-    t.array(&r.ranks, rank);
+    let mut keys = rank_keys();
+    t.array(&r.ranks, |t, x| rank(t, &mut keys, x));
     t.key(false, "sizes");
     t.serde(&serde_json::to_value(&r.sizes)?)?;
     t.key(false, "total_bytes");
@@ -43,48 +45,58 @@ pub fn write(r: &StatsReport, depth: usize) -> serde_json::Result<Vec<u8>> {
     Ok(t.buf)
 }
 
+/// The keys of a [`RankRow`], sorted; [`rank`] writes value `i` after key `i`.
+fn rank_keys() -> Keys<10> {
+    Keys::new(["bytes", "collective_ops", "cuda_dev", "host", "ops", "p2p_ops", "pid", "rank", "recovered", "unknown_size"])
+}
+
 /// A [`RankRow`], keys sorted.
-fn rank(t: &mut Text, r: &RankRow) {
+fn rank(t: &mut Text, k: &mut Keys<10>, r: &RankRow) {
     t.open(b'{');
-    t.key(true, "bytes");
+    t.key_of(k, 0);
     t.u64(r.bytes);
-    t.key(false, "collective_ops");
+    t.key_of(k, 1);
     t.u64(r.collective_ops);
-    t.key(false, "cuda_dev");
+    t.key_of(k, 2);
     t.opt(r.cuda_dev, |t, d| t.u64(u64::from(d)));
-    t.key(false, "host");
+    t.key_of(k, 3);
     t.str(&r.host);
-    t.key(false, "ops");
+    t.key_of(k, 4);
     t.u64(r.ops);
-    t.key(false, "p2p_ops");
+    t.key_of(k, 5);
     t.u64(r.p2p_ops);
-    t.key(false, "pid");
+    t.key_of(k, 6);
     t.u64(u64::from(r.pid));
-    t.key(false, "rank");
+    t.key_of(k, 7);
     t.opt(r.rank, |t, n| t.u64(u64::from(n)));
-    t.key(false, "recovered");
+    t.key_of(k, 8);
     t.u64(r.recovered);
-    t.key(false, "unknown_size");
+    t.key_of(k, 9);
     t.u64(r.unknown_size);
     t.close(b'}', false);
 }
 
+/// The keys of a [`CommRow`], sorted; [`comm`] writes value `i` after key `i`.
+fn comm_keys() -> Keys<10> {
+    Keys::new(["bytes", "comm_id", "global_ranks", "grouping", "members_seen", "mix", "name", "nranks", "ops", "unknown_size"])
+}
+
 /// A [`CommRow`], keys sorted.
-fn comm(t: &mut Text, c: &CommRow) {
+fn comm(t: &mut Text, k: &mut Keys<10>, c: &CommRow) {
     // Enum names as serde writes them (a few per row: the serializer is cheap enough).
     const NAMED: &str = "an enum of unit variants serializes";
     t.open(b'{');
-    t.key(true, "bytes");
+    t.key_of(k, 0);
     t.u64(c.bytes);
-    t.key(false, "comm_id");
+    t.key_of(k, 1);
     t.opt(c.comm_id.as_deref(), Text::str);
-    t.key(false, "global_ranks");
+    t.key_of(k, 2);
     t.array(&c.global_ranks, |t, r| t.opt(*r, |t, n| t.u64(u64::from(n))));
-    t.key(false, "grouping");
+    t.key_of(k, 3);
     t.serde(&c.grouping).expect(NAMED);
-    t.key(false, "members_seen");
+    t.key_of(k, 4);
     t.u64(c.members_seen as u64);
-    t.key(false, "mix");
+    t.key_of(k, 5);
     t.array(&c.mix, |t, (kind, n)| {
         t.open(b'[');
         t.line(true);
@@ -93,25 +105,25 @@ fn comm(t: &mut Text, c: &CommRow) {
         t.u64(*n);
         t.close(b']', false);
     });
-    t.key(false, "name");
+    t.key_of(k, 6);
     t.str(&c.name);
-    t.key(false, "nranks");
+    t.key_of(k, 7);
     t.u64(u64::from(c.nranks));
-    t.key(false, "ops");
+    t.key_of(k, 8);
     t.u64(c.ops);
-    t.key(false, "unknown_size");
+    t.key_of(k, 9);
     t.u64(c.unknown_size);
     t.close(b'}', false);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{comm, rank, write, Text};
+    use super::{comm, comm_keys, rank, rank_keys, write, Text};
     use commlens_analyze::stats::{CommRow, OpRow, RankRow, SizeRow, StatsReport};
     use commlens_core::model::Grouping;
     use commlens_core::OpKind;
 
-    fn same<T: serde::Serialize>(f: fn(&mut Text, &T), row: &T) {
+    fn same<T: serde::Serialize>(f: impl FnOnce(&mut Text, &T), row: &T) {
         let mut t = Text::at(0, 0);
         f(&mut t, row);
         let value = serde_json::to_value(row).unwrap();
@@ -162,8 +174,9 @@ mod tests {
     /// the hand writer gives the text of the row's `Value`.
     #[test]
     fn sorted_rows_are_the_value_json() {
-        ranks().iter().for_each(|r| same(rank, r));
-        comms().iter().for_each(|c| same(comm, c));
+        let (mut rk, mut ck) = (rank_keys(), comm_keys());
+        ranks().iter().for_each(|r| same(|t, r| rank(t, &mut rk, r), r));
+        comms().iter().for_each(|c| same(|t, c| comm(t, &mut ck, c), c));
     }
 
     /// A whole report, with and without warnings and rows, at the top and
