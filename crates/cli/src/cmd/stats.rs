@@ -259,24 +259,29 @@ fn print_stats(
     inputs: Inputs<'_>,
     nccl_tests: Option<Vec<BenchFile>>,
 ) -> CmdResult {
-    // The nccl-tests entry (JSON only) is written, and its tables dropped, on
-    // a second thread meanwhile: this all runs after the parallel read, when
-    // the other cores are idle.
-    let (stats, bench) = rayon::join(
-        || -> Result<_, serde_json::Error> {
-            let report = StatsReport::build(t, agg);
-            let warnings: Vec<String> =
-                report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)).collect();
-            let job = Job::of_table(t);
-            let json = match format {
-                Format::Json => Some((entry(&inputs)?, entry(&job)?, super::stats_json::write(&report, 1)?)),
-                _ => None,
-            };
-            Ok((report, warnings, job, json))
+    // The nccl-tests entry (JSON only) is written, and its tables dropped,
+    // beside the report and the `inputs` entry: this all runs after the
+    // parallel read, when the other cores are idle.
+    let json = format == Format::Json;
+    let ((stats, inputs), bench) = rayon::join(
+        || {
+            rayon::join(
+                || -> Result<_, serde_json::Error> {
+                    let report = StatsReport::build(t, agg);
+                    let warnings: Vec<String> =
+                        report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)).collect();
+                    let job = Job::of_table(t);
+                    let json = if json { Some((entry(&job)?, super::stats_json::write(&report, 1)?)) } else { None };
+                    Ok((report, warnings, job, json))
+                },
+                // The read reports (a few per file, through `Value`s).
+                || json.then(|| entry(&inputs)).transpose(),
+            )
         },
         || nccl_tests.map(|b| super::bench_json::write(&b, 1)),
     );
     let (report, warnings, job, json) = stats?;
+    let inputs = inputs?;
     for w in &warnings {
         eprintln!("warning: {w}");
     }
@@ -289,7 +294,7 @@ fn print_stats(
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let (inputs, job, stats) = json.expect("written for JSON");
+            let ((job, stats), inputs) = json.zip(inputs).expect("written for JSON");
             let (inputs, job, stats) = ([inputs], [job], [stats]);
             let mut doc: Vec<(&str, &[Vec<u8>])> = vec![("inputs", &inputs), ("job", &job)];
             if let Some(b) = &bench {
