@@ -212,7 +212,7 @@ fn print_benchmarks_of(
         Format::Json => {
             if alone {
                 let job = entry(&job)?;
-                write_json_to_stdout(&[("job", &[job]), ("nccl_tests", &super::bench_json::write(&read, 1))])?;
+                write_json_to_stdout(&[("job", &[job]), ("nccl_tests", &super::bench_json::write(read, 1))])?;
                 return Ok(None);
             }
             return Ok(Some(read));
@@ -278,7 +278,7 @@ fn print_stats(
                 || json.then(|| entry(&inputs)).transpose(),
             )
         },
-        || nccl_tests.map(|b| super::bench_json::write(&b, 1)),
+        || nccl_tests.map(|b| super::bench_json::write(b, 1)),
     );
     let (report, warnings, job, json) = stats?;
     let inputs = inputs?;
