@@ -156,6 +156,36 @@ impl Text {
         self.close(b']', xs.is_empty());
     }
 
+    /// A `Value` (its maps keep their keys sorted): arrays, objects and
+    /// strings written here, the other scalars by `serde_json`. Through the
+    /// serializer every key and string went through its escaping loop.
+    pub fn value(&mut self, v: &serde_json::Value) -> serde_json::Result<()> {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => self.str(s),
+            Value::Array(xs) => {
+                self.open(b'[');
+                for (i, x) in xs.iter().enumerate() {
+                    self.line(i == 0);
+                    self.value(x)?;
+                }
+                self.close(b']', xs.is_empty());
+            }
+            Value::Object(m) => {
+                self.open(b'{');
+                for (i, (k, x)) in m.iter().enumerate() {
+                    self.line(i == 0);
+                    self.str(k);
+                    self.buf.extend_from_slice(b": ");
+                    self.value(x)?;
+                }
+                self.close(b'}', m.is_empty());
+            }
+            scalar => self.serde(scalar)?,
+        }
+        Ok(())
+    }
+
     /// Any other value through `serde_json`'s pretty serializer at this depth
     /// (for the rare, irregular parts).
     pub fn serde(&mut self, v: &impl serde::Serialize) -> serde_json::Result<()> {
@@ -312,5 +342,37 @@ mod tests {
         let mut d = Text::at(2, 0);
         d.array(&[1u64, 2], |t, v| t.u64(*v));
         assert_eq!(d.buf, b"[\n      1,\n      2\n    ]");
+    }
+
+    /// `Text::value` against `to_string_pretty` on nested documents with
+    /// every kind of scalar, escapes in keys and strings, empty containers,
+    /// at the top and one level deep.
+    #[test]
+    fn value_is_serde_pretty() {
+        let mut deep = serde_json::json!([1, {"a": []}, {}]);
+        for i in 0..40 {
+            deep = if i % 2 == 0 { serde_json::json!({"k": deep, "e": {}, "l": [[], [{}], 3]}) } else { serde_json::json!([deep, null, "x\"\n"]) };
+        }
+        let docs = [
+            serde_json::json!(null),
+            serde_json::json!(true),
+            serde_json::json!(-1.5e-7),
+            serde_json::json!(u64::MAX),
+            serde_json::json!(i64::MIN),
+            serde_json::json!("s\u{1}\\"),
+            serde_json::json!([]),
+            serde_json::json!({}),
+            serde_json::json!({"b\"k": {"z": false, "a": [1, 2.5, "\u{e9}", null]}, "a": [[]], "\n": {}}),
+            deep,
+        ];
+        for d in &docs {
+            let mut t = Text::at(0, 0);
+            t.value(d).unwrap();
+            assert_eq!(String::from_utf8(t.buf).unwrap(), serde_json::to_string_pretty(d).unwrap());
+            let mut t = Text::at(1, 0);
+            t.value(d).unwrap();
+            let doc = serde_json::to_string_pretty(&serde_json::json!({ "v": d })).unwrap();
+            assert_eq!(format!("{{\n  \"v\": {}\n}}", String::from_utf8(t.buf).unwrap()), doc);
+        }
     }
 }

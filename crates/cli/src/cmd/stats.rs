@@ -275,7 +275,7 @@ fn print_stats(
                     Ok((report, warnings, job, json))
                 },
                 // The read reports (a few per file, through `Value`s).
-                || json.then(|| entry(&inputs)).transpose(),
+                || json.then(|| inputs.entry()).transpose(),
             )
         },
         || nccl_tests.map(|b| super::bench_json::write(b, 1)),
@@ -314,35 +314,22 @@ enum Inputs<'a> {
     Reports(&'a [commlens_ingest::nccl_log::ReadReport]),
 }
 
-impl serde::Serialize for Inputs<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl Inputs<'_> {
+    /// The entry's text one level deep (see [`entry`]).
+    fn entry(&self) -> serde_json::Result<Vec<u8>> {
         match self {
-            Inputs::Value(v) => v.serialize(s),
-            Inputs::Reports(r) => EachAsValue(r).serialize(s),
+            Inputs::Value(v) => entry(v),
+            // Each report through a `Value`: its keys sorted.
+            Inputs::Reports(r) => entry(r),
         }
     }
 }
 
-/// A slice written as a JSON array, each element through a `Value` (sorted keys).
-struct EachAsValue<'a, T>(&'a [T]);
-
-impl<T: serde::Serialize> serde::Serialize for EachAsValue<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeSeq};
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for x in self.0 {
-            seq.serialize_element(&serde_json::to_value(x).map_err(S::Error::custom)?)?;
-        }
-        seq.end()
-    }
-}
-
-/// A top-level entry of the JSON document through `serde_json` (keys sorted
-/// by the `Value` it goes through where the type does not sort them), as its
-/// text one level deep.
+/// A top-level entry of the JSON document through a `serde_json::Value`
+/// (which sorts the keys of every object), as its text one level deep.
 fn entry(v: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
     let mut t = super::json_text::Text::at(1, 256);
-    t.serde(&serde_json::to_value(v)?)?;
+    t.value(&serde_json::to_value(v)?)?;
     Ok(t.buf)
 }
 

@@ -25,12 +25,12 @@ pub fn write(r: &StatsReport, depth: usize) -> serde_json::Result<Vec<u8>> {
     let mut keys = comm_keys();
     t.array(&r.comms, |t, c| comm(t, &mut keys, c));
     t.key(false, "ops");
-    t.serde(&serde_json::to_value(&r.ops)?)?;
+    t.value(&serde_json::to_value(&r.ops)?)?;
     t.key(false, "ranks");
     let mut keys = rank_keys();
     t.array(&r.ranks, |t, x| rank(t, &mut keys, x));
     t.key(false, "sizes");
-    t.serde(&serde_json::to_value(&r.sizes)?)?;
+    t.value(&serde_json::to_value(&r.sizes)?)?;
     t.key(false, "total_bytes");
     t.u64(r.total_bytes);
     t.key(false, "total_ops");
