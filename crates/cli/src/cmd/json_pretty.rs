@@ -1,4 +1,6 @@
-//! The pretty JSON text of `stats --format json`, written with fewer calls:
+//! The pretty JSON layout of `stats --format json` for the parts written
+//! through `serde_json` (the hand writer, `json_text`, gives the long ones;
+//! [`Pretty::at`] lets a part start inside the document), with fewer calls:
 //! [`Pretty`] gives byte for byte what `serde_json::to_writer_pretty` (its
 //! `PrettyFormatter`, two spaces a level) gives, but writes a newline and
 //! its indentation in one `write_all` instead of one per level. The
@@ -40,6 +42,12 @@ pub struct Pretty {
 }
 
 impl Pretty {
+    /// The layout of a value that starts `depth` containers deep in a
+    /// pretty document (a part written apart and then spliced in).
+    pub fn at(depth: usize) -> Pretty {
+        Pretty { depth, has_value: false }
+    }
+
     /// A newline (after a comma unless `first`) and the current indentation.
     #[inline]
     fn line<W: ?Sized + Write>(&self, w: &mut W, first: bool) -> io::Result<()> {
@@ -118,18 +126,13 @@ impl Formatter for Pretty {
     }
 }
 
-/// `doc` as pretty JSON into `w` (what `serde_json::to_writer_pretty` writes).
-pub fn to_writer<W: Write, T: ?Sized + serde::Serialize>(w: W, doc: &T) -> serde_json::Result<()> {
-    doc.serialize(&mut serde_json::Serializer::with_formatter(w, Pretty::default()))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     fn text(v: &serde_json::Value) -> String {
         let mut out = Vec::new();
-        super::to_writer(&mut out, v).unwrap();
+        serde::Serialize::serialize(v, &mut serde_json::Serializer::with_formatter(&mut out, super::Pretty::default())).unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 mod bench_json;
 mod json_pretty;
+mod json_text;
 mod stats_json;
 pub mod cluster;
 pub mod demo;

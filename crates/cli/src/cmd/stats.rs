@@ -13,8 +13,6 @@ use commlens_ingest::inputs::{expand_inputs, load_listed_with, InputFormat};
 use commlens_ingest::kind::{classify, FileKind};
 use commlens_ingest::nccl_log::ReadOptions;
 use commlens_ingest::nccl_tests::{read_nccl_tests, BenchFile, BenchTables};
-use super::bench_json::SortedBench;
-use super::stats_json::{Each, SortedComm, SortedRank};
 use std::path::PathBuf;
 
 pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> CmdResult {
@@ -213,12 +211,8 @@ fn print_benchmarks_of(
     match format {
         Format::Json => {
             if alone {
-                #[derive(serde::Serialize)]
-                struct Alone<'a> {
-                    job: serde_json::Value,
-                    nccl_tests: SortedBench<'a>,
-                }
-                write_json_to_stdout(&Alone { job: serde_json::to_value(&job)?, nccl_tests: SortedBench(&read) })?;
+                let job = entry(&job)?;
+                write_json_to_stdout(&[("job", &[job]), ("nccl_tests", &super::bench_json::write(read, 1))])?;
                 return Ok(None);
             }
             return Ok(Some(read));
@@ -265,11 +259,32 @@ fn print_stats(
     inputs: Inputs<'_>,
     nccl_tests: Option<Vec<BenchFile>>,
 ) -> CmdResult {
-    let report = StatsReport::build(t, agg);
-    for w in report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)) {
+    // The nccl-tests entry (JSON only) is written, and its tables dropped,
+    // beside the report and the `inputs` entry: this all runs after the
+    // parallel read, when the other cores are idle.
+    let json = format == Format::Json;
+    let ((stats, inputs), bench) = rayon::join(
+        || {
+            rayon::join(
+                || -> Result<_, serde_json::Error> {
+                    let report = StatsReport::build(t, agg);
+                    let warnings: Vec<String> =
+                        report.warnings.iter().cloned().chain(crate::load::implausible_devices(t)).chain(crate::load::several_jobs(t, notes)).collect();
+                    let job = Job::of_table(t);
+                    let json = if json { Some((entry(&job)?, super::stats_json::write(&report, 1)?)) } else { None };
+                    Ok((report, warnings, job, json))
+                },
+                // The read reports (a few per file, through `Value`s).
+                || json.then(|| inputs.entry()).transpose(),
+            )
+        },
+        || nccl_tests.map(|b| super::bench_json::write(b, 1)),
+    );
+    let (report, warnings, job, json) = stats?;
+    let inputs = inputs?;
+    for w in &warnings {
         eprintln!("warning: {w}");
     }
-    let job = Job::of_table(t);
     match format {
         Format::Table => {
             println!("{}\n", job.line());
@@ -279,8 +294,13 @@ fn print_stats(
         }
         Format::Csv => print!("{}", render::stats_csv(t, agg).to_csv()),
         Format::Json => {
-            let nccl_tests = nccl_tests.as_deref().map(SortedBench);
-            let doc = StatsJson { inputs, job: serde_json::to_value(&job)?, nccl_tests, stats: SortedStats(&report) };
+            let ((job, stats), inputs) = json.zip(inputs).expect("written for JSON");
+            let (inputs, job, stats) = ([inputs], [job], [stats]);
+            let mut doc: Vec<(&str, &[Vec<u8>])> = vec![("inputs", &inputs), ("job", &job)];
+            if let Some(b) = &bench {
+                doc.push(("nccl_tests", b));
+            }
+            doc.push(("stats", &stats));
             write_json_to_stdout(&doc)?;
         }
     }
@@ -294,75 +314,49 @@ enum Inputs<'a> {
     Reports(&'a [commlens_ingest::nccl_log::ReadReport]),
 }
 
-impl serde::Serialize for Inputs<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl Inputs<'_> {
+    /// The entry's text one level deep (see [`entry`]).
+    fn entry(&self) -> serde_json::Result<Vec<u8>> {
         match self {
-            Inputs::Value(v) => v.serialize(s),
-            Inputs::Reports(r) => EachAsValue(r).serialize(s),
+            Inputs::Value(v) => entry(v),
+            // Each report through a `Value`: its keys sorted.
+            Inputs::Reports(r) => entry(r),
         }
     }
 }
 
-/// The JSON document of `stats`. It used to be one `serde_json::Value` (keys
-/// sorted), pretty-printed into one `String`: for 40,000 ranks that tree and
-/// string were gigabytes. The same text is now written to stdout as it is
-/// made: fields in sorted order, and only one element of a long array at a
-/// time turned into a `Value` (which sorts its keys).
-#[derive(serde::Serialize)]
-struct StatsJson<'a> {
-    inputs: Inputs<'a>,
-    job: serde_json::Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nccl_tests: Option<SortedBench<'a>>,
-    stats: SortedStats<'a>,
+/// A top-level entry of the JSON document through a `serde_json::Value`
+/// (which sorts the keys of every object), as its text one level deep.
+fn entry(v: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut t = super::json_text::Text::at(1, 256);
+    t.value(&serde_json::to_value(v)?)?;
+    Ok(t.buf)
 }
 
-/// A [`StatsReport`] with its fields in sorted order, rows one at a time
-/// (the per-rank and per-communicator ones by [`super::stats_json`]).
-struct SortedStats<'a>(&'a StatsReport);
-
-impl serde::Serialize for SortedStats<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let r = self.0;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("comms", &Each(&r.comms, SortedComm))?;
-        m.serialize_entry("ops", &EachAsValue(&r.ops))?;
-        m.serialize_entry("ranks", &Each(&r.ranks, SortedRank))?;
-        m.serialize_entry("sizes", &EachAsValue(&r.sizes))?;
-        m.serialize_entry("total_bytes", &r.total_bytes)?;
-        m.serialize_entry("total_ops", &r.total_ops)?;
-        m.serialize_entry("total_unknown_size", &r.total_unknown_size)?;
-        if !r.warnings.is_empty() {
-            m.serialize_entry("warnings", &r.warnings)?;
-        }
-        m.end()
-    }
-}
-
-/// A slice written as a JSON array, each element through a `Value` (sorted keys).
-struct EachAsValue<'a, T>(&'a [T]);
-
-impl<T: serde::Serialize> serde::Serialize for EachAsValue<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeSeq};
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for x in self.0 {
-            seq.serialize_element(&serde_json::to_value(x).map_err(S::Error::custom)?)?;
-        }
-        seq.end()
-    }
-}
-
-/// Pretty JSON and a newline on stdout, buffered; a closed pipe (`| head`)
-/// ends quietly, as `println!` does here.
-fn write_json_to_stdout(doc: &impl serde::Serialize) -> CmdResult {
+/// The JSON document of `stats`: an object of `entries` (key, text written
+/// one level deep in pieces; keys in sorted order), pretty, and a newline,
+/// on stdout.
+/// It used to be one `serde_json::Value`, pretty-printed into one `String`:
+/// for 40,000 ranks that tree and string were gigabytes. Each entry is now
+/// written apart (the long ones by hand, `bench_json`, `stats_json`) and
+/// the document is their concatenation; a closed pipe (`| head`) ends
+/// quietly, as `println!` does here.
+fn write_json_to_stdout(entries: &[(&str, &[Vec<u8>])]) -> CmdResult {
     use std::io::Write;
     let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-    let res = super::json_pretty::to_writer(&mut w, doc).map_err(std::io::Error::from).and_then(|()| {
-        w.write_all(b"\n")?;
+    let res = (|| {
+        w.write_all(b"{")?;
+        for (i, (key, text)) in entries.iter().enumerate() {
+            w.write_all(if i == 0 { b"\n  \"" } else { b",\n  \"" })?;
+            w.write_all(key.as_bytes())?;
+            w.write_all(b"\": ")?;
+            for piece in *text {
+                w.write_all(piece)?;
+            }
+        }
+        w.write_all(if entries.is_empty() { b"}\n" } else { b"\n}\n" })?;
         w.flush()
-    });
+    })();
     match res {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         Err(e) => Err(format!("writing to standard output: {e}").into()),
