@@ -296,6 +296,16 @@ impl KeptLines {
         self.ends.push((line_no, self.text.len()));
     }
 
+    /// Empties it for another chunk, as [`KeptLines::default`] but keeping
+    /// the buffers' room: a chunk reader that reuses the lines of a chunk
+    /// already joined writes into pages already touched, not fresh ones.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+        self.marks = MarkHorizon::default();
+        self.unused.0.clear();
+    }
+
     /// Hands the lines to `scan`, numbered after the `offset` lines before the chunk.
     pub fn replay(&self, scan: &mut TableScan, offset: u64) {
         let mut from = 0;
@@ -433,5 +443,40 @@ mod tests {
                 assert_eq!(super::relevant_rest(l, clear, &mut kept).map(|c| c.into_owned()), want, "{}", String::from_utf8_lossy(l));
             }
         }
+    }
+
+    /// A cleared `KeptLines` keeps what a fresh one keeps, line for line
+    /// (the chunk reader reuses them), whatever the previous chunk left.
+    #[test]
+    fn cleared_kept_lines_keep_as_fresh_ones() {
+        use super::KeptLines;
+        let lines: [&[u8]; 6] = [
+            b"#  nThread 1 nGpus 8 minBytes 8 maxBytes 128",
+            b"#       size         count      type   redop    root",
+            b"           8             2     float     sum      -1    12.3    0.00    0.00      0",
+            b"host:1:2 [0] NCCL INFO x",
+            b"# Avg bus bandwidth    : 1.23",
+            b"",
+        ];
+        let feed = |k: &mut KeptLines, from: usize| {
+            let mut at = 0u64;
+            for (no, l) in lines.iter().cycle().skip(from).take(9).enumerate() {
+                k.ahead(at, || *l);
+                k.line(l, no as u64 + 1);
+                at += l.len() as u64 + 1;
+            }
+        };
+        let mut kept_any = false;
+        for from in 0..lines.len() {
+            let mut used = KeptLines::default();
+            feed(&mut used, (from + 3) % lines.len());
+            used.clear();
+            let mut fresh = KeptLines::default();
+            feed(&mut used, from);
+            feed(&mut fresh, from);
+            kept_any |= !fresh.ends.is_empty();
+            assert_eq!((&used.text, &used.ends), (&fresh.text, &fresh.ends), "from {from}");
+        }
+        assert!(kept_any, "the lines exercise nothing");
     }
 }

@@ -93,7 +93,10 @@ impl<S> Joiner<S> {
     {
         let offset = self.lines;
         if let Some(b) = self.bench.as_mut() {
-            p.bench.replay(b, offset);
+            let mut kept = p.bench;
+            kept.replay(b, offset);
+            kept.clear();
+            job.spare_bench.lock().expect("spare").push(kept);
         }
         self.lines += p.lines;
         self.overlong += p.overlong;

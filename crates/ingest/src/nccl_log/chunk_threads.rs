@@ -67,6 +67,18 @@ impl LogParser {
             // no copy of its operations.
             lt.pending.iter_mut().for_each(|op| maps.remap(op));
             queue = std::mem::take(&mut lt.pending);
+        } else if lt.pending.capacity() - lt.pending.len() >= queue.len()
+            && queue.capacity() - queue.len() < lt.pending.len()
+        {
+            // The previous queue goes in front of the chunk's, in the room
+            // the chunk's buffer has: extending the previous one would
+            // allocate (fresh pages: ~720 page faults on the 400 MB bench
+            // log) and copy the chunk's operations.
+            lt.pending.iter_mut().for_each(|op| maps.remap(op));
+            while let Some(op) = queue.pop_back() {
+                lt.pending.push_front(op);
+            }
+            queue = std::mem::take(&mut lt.pending);
         } else {
             queue.extend(lt.pending.drain(..).map(|op| maps.op(op)));
         }

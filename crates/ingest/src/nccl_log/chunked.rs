@@ -16,14 +16,17 @@
 //! A file that is nccl-tests output too (`ReadOptions::bench_tables`): each
 //! chunk keeps the few lines the table scan may use
 //! ([`crate::nccl_tests::KeptLines`], filtered on the chunk's core), and the
-//! join feeds them to the file's scan in file order.
+//! join feeds them to the file's scan in file order; it then hands the
+//! emptied buffers back for later chunks to fill ([`Job::spare_bench`]).
 //!
 //! Memory stays bounded: chunks are read through their own mapped windows
 //! ([`MappedLines::open_range`]), workers stay a few chunks ahead of the
 //! join, and what a chunk keeps until its join is its parser's state
 //! (processes, handles, queues) and the folded state.
 //!
-//! Chunks shrink near the file's end ([`plan`]), so that when one worker
+//! Chunks are large ([`DEFAULT_CHUNK`]: each costs a parser state built
+//! from nothing, its seeds and its join) and shrink near the file's end
+//! ([`plan`], down to [`TAIL_CHUNK`]), so that when one worker
 //! runs out of chunks the others have little left. `COMMLENS_CHUNK_TRACE=1`
 //! prints where the workers' time went ([`super::chunk_trace`]); on the
 //! 400 MB bench log with 2 workers they were busy 98-99 % of the read, the
@@ -45,9 +48,21 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// Chunk size when neither [`ReadOptions::chunk_bytes`] nor
-/// `COMMLENS_CHUNK_BYTES` says otherwise. Files under two chunks are read
+/// `COMMLENS_CHUNK_BYTES` says otherwise, for files of four chunks or more
+/// (smaller files get a quarter of their length, at least
+/// [`MIN_DEFAULT_CHUNK`]). Each chunk costs its seeds, a parser state built
+/// from nothing (hash tables, hosts, queues) and its join; on the 400 MB
+/// bench log, 2 workers, 8 MiB gave 53 chunks, this 22.
+pub const DEFAULT_CHUNK: u64 = 32 << 20;
+
+/// The smallest default chunk: files under two of them are read
 /// sequentially.
-pub const DEFAULT_CHUNK: u64 = 8 << 20;
+const MIN_DEFAULT_CHUNK: u64 = 8 << 20;
+
+/// The smallest chunk [`step`] cuts near the file's end (a quarter of the
+/// chunk size where that is smaller): the most one worker may still have to
+/// parse once the others are out of chunks.
+const TAIL_CHUNK: u64 = 2 << 20;
 
 /// How far past a nominal chunk boundary a newline is looked for; a boundary
 /// inside a longer line is dropped (its chunk grows).
@@ -86,6 +101,7 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     let file = std::fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let len = meta.len();
+    let size = if size_set { size } else { DEFAULT_CHUNK.min((len / 4).max(MIN_DEFAULT_CHUNK)) };
     if !meta.is_file() || len < 2 * size {
         return None;
     }
@@ -127,14 +143,15 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
 }
 
 /// The length of the next chunk when `rest` bytes are left: `size`, but
-/// near the file's end half of what each worker has left (at least a
-/// quarter of `size`), so that the chunks a worker may still be parsing when
-/// the others run out of work are small. With equal chunks that tail was up
-/// to a whole chunk on one core (`COMMLENS_CHUNK_TRACE=1` on the 400 MB bench
-/// log, 48 chunks of 8 MiB, 2 workers: 2 to 16 ms of ~850 ms); each chunk
-/// more costs its seeds and its join (~1.3 M instructions).
+/// near the file's end half of what each worker has left (at least
+/// [`TAIL_CHUNK`], or a quarter of `size` where that is smaller), so that
+/// the chunks a worker may still be parsing when the others run out of work
+/// are small. With equal chunks that tail was up to a whole chunk on one
+/// core (`COMMLENS_CHUNK_TRACE=1` on the 400 MB bench log, 48 chunks of
+/// 8 MiB, 2 workers: 2 to 16 ms of ~850 ms); each chunk more costs its
+/// seeds, its fresh parser state and its join (~1.3 M instructions).
 fn step(size: u64, rest: u64, workers: u64) -> u64 {
-    (rest / (2 * workers)).clamp((size / 4).max(1), size.max(1))
+    (rest / (2 * workers)).clamp((size / 4).min(TAIL_CHUNK).max(1), size.max(1))
 }
 
 /// What [`read_chunked`] gives.
@@ -250,6 +267,9 @@ pub(super) struct Job<'a, M, F> {
     pub(super) per_op: &'a F,
     /// The file's nccl-tests tables are read too (chunks keep their lines for the join).
     pub(super) bench: bool,
+    /// Kept lines of chunks already joined, emptied, for the next chunks to
+    /// fill (their buffers' pages already touched).
+    pub(super) spare_bench: Mutex<Vec<KeptLines>>,
 }
 
 /// Reads `path` in the chunks of [`plan`], in parallel; see the module doc.
@@ -283,6 +303,7 @@ where
         make,
         per_op,
         bench: scan.is_some(),
+        spare_bench: Mutex::new(Vec::new()),
     };
     let n = ranges.len();
     let slots: Vec<ChunkSlot<S>> =
@@ -396,7 +417,10 @@ where
     let mut parser = LogParser::speculative(opts.fast_paths, &seeds, first);
     let mut state = (job.make)();
     let mut ops = Vec::new();
-    let mut bench = KeptLines::default();
+    let mut bench = match job.bench {
+        true => job.spare_bench.lock().expect("spare").pop().unwrap_or_default(),
+        false => KeptLines::default(),
+    };
     let (mut first_nccl, mut first_line) = (None, None);
     let mut sink = |op: CollOp| {
         (job.per_op)(&mut state, &op);
@@ -516,17 +540,19 @@ unsafe fn chunk_lines_avx2(
 mod tests {
     use super::step;
 
-    /// Near the end the steps shrink, never below a quarter of the size nor
-    /// above it, and a file of any length is covered in finitely many steps.
+    /// Near the end the steps shrink, never below a quarter of the size (or
+    /// the tail chunk) nor above the size, and a file of any length is
+    /// covered in finitely many steps.
     #[test]
     fn steps_shrink_near_the_end_within_bounds() {
-        for size in [1u64, 7, 64 << 10, 8 << 20] {
+        for size in [1u64, 7, 64 << 10, 8 << 20, 32 << 20] {
             for workers in [1u64, 2, 3, 16] {
                 for len in [0u64, 1, size, 3 * size + 1, 50 * size + 17] {
                     let (mut at, mut last, mut n) = (0u64, u64::MAX, 0u64);
+                    let lo = (size / 4).min(super::TAIL_CHUNK).max(1);
                     while at < len {
                         let s = step(size, len - at, workers);
-                        assert!(s >= (size / 4).max(1) && s <= size.max(1), "{size} {workers} {len}: {s}");
+                        assert!(s >= lo && s <= size.max(1), "{size} {workers} {len}: {s}");
                         assert!(s <= last, "{size} {workers} {len}: steps grow");
                         last = s;
                         at += s;
