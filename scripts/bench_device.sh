@@ -15,7 +15,7 @@ size=$(stat -c %s $log); cat $log > /dev/null  # page cache warm
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cores); log $size bytes"
 t() { local s e; s=$(date +%s.%N); "$@" > /dev/null 2>&1; e=$(date +%s.%N); awk -v s=$s -v e=$e 'BEGIN{printf "%.4f", e-s}'; }
 declare -A best
-c2=2,3; c1=2; [ "$(nproc)" -ge 4 ] || { c2=0,1; c1=0; }  # cores 0,1 take the system's interrupts
+c2=2,3; c1=2; [ "$(nproc)" -ge 4 ] || { c2=0,1; c1=0; }  # the first two cores left to the rest of the host
 declare -A all
 med() { echo $1 | tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 put() { local k=$1 v=$2; all[$k]="${all[$k]:-} $v"; if [ -z "${best[$k]:-}" ] || awk -v a=$v -v b=${best[$k]} 'BEGIN{exit !(a<b)}'; then best[$k]=$v; fi; }
