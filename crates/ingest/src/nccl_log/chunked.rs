@@ -48,8 +48,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// Chunk size when neither [`ReadOptions::chunk_bytes`] nor
-/// `COMMLENS_CHUNK_BYTES` says otherwise, for files of two chunks a worker
-/// or more (smaller files get a chunk of their length over twice the
+/// `COMMLENS_CHUNK_BYTES` says otherwise, for files of four chunks a worker
+/// or more (smaller files get a chunk of their length over four times the
 /// workers, at least [`MIN_DEFAULT_CHUNK`]). Each chunk costs its seeds, a parser state built
 /// from nothing (hash tables, hosts, queues) and its join; on the 400 MB
 /// bench log, 2 workers, 8 MiB gave 53 chunks, this 22.
@@ -101,14 +101,14 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     let file = std::fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let len = meta.len();
-    // Two chunks a worker at least: on 16 cores 32 MiB chunks left the
-    // 400 MB bench log to too few of them (`stats` 0.067 s with 8 MiB
-    // chunks, 0.106 s with 32 MiB on the device host's 16 cores).
+    // Four chunks a worker at least: on the device host's 16 cores the
+    // 400 MB bench log took (medians of 15) 0.116 s in 12.5 MiB chunks,
+    // 0.075 s in 8 MiB ones; 2 workers keep 32 MiB there.
     let workers = rayon::current_num_threads().max(1) as u64;
     let size = if size_set {
         size
     } else {
-        DEFAULT_CHUNK.min((len / (2 * workers)).max(MIN_DEFAULT_CHUNK))
+        DEFAULT_CHUNK.min((len / (4 * workers)).max(MIN_DEFAULT_CHUNK))
     };
     if !meta.is_file() || len < 2 * size {
         return None;
