@@ -119,7 +119,6 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     }
     let mut starts = vec![0u64];
     let mut buf = vec![0u8; (64 << 10).min(size as usize).max(4096)];
-    let workers = rayon::current_num_threads().max(1) as u64;
     let mut nominal = step(size, len, workers);
     while nominal < len {
         // The line start at or after the nominal boundary.
