@@ -24,6 +24,26 @@ pub struct BenchSniff {
     pub nccl_lines: bool,
 }
 
+/// The first `read()` of [`BenchSniffer::read_rest`]; each next one may be
+/// twice as large.
+const FIRST_READ: usize = 64 << 10;
+
+/// A source whose `read()`s take at most `next` bytes, doubling each time:
+/// a reader that stops early has not read (and copied) much more than it used.
+struct GrowingReads<R> {
+    inner: R,
+    next: usize,
+}
+
+impl<R: std::io::Read> std::io::Read for GrowingReads<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.next);
+        let got = self.inner.read(&mut buf[..n])?;
+        self.next = self.next.saturating_mul(2);
+        Ok(got)
+    }
+}
+
 /// Bytes read before giving up on a file that shows no sign of nccl-tests.
 const SNIFF_HEAD: u64 = 64 << 10;
 /// Bytes read at most once the file has shown nccl-tests' preamble
@@ -77,6 +97,11 @@ impl BenchSniffer {
     /// Feeds the lines of `src` (the file from a line boundary on) until the
     /// verdict is final or the input ends.
     pub fn read_rest(&mut self, src: impl std::io::Read) -> std::io::Result<()> {
+        // Small reads first: the verdict mostly comes within the first
+        // 64 KiB, and the line reader's first `read()` would otherwise fill
+        // its whole 2 MiB buffer (4 ms of copying into fresh pages on the
+        // 400 MB bench log, whose header is at 44 KB, before any parsing).
+        let src = GrowingReads { inner: src, next: FIRST_READ };
         let mut lines = crate::lines::LineReader::new(src, 1 << 20);
         while let Some(raw) = lines.next_line()? {
             if self.line(raw) {
@@ -84,5 +109,58 @@ impl BenchSniffer {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A source that counts the bytes handed out.
+    struct Counting<'a> {
+        data: &'a [u8],
+        pos: usize,
+    }
+
+    impl Read for Counting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.data.len() - self.pos);
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    fn log_with_header_at(lines_before: usize) -> Vec<u8> {
+        let mut s = String::from("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20\n");
+        for i in 0..lines_before {
+            s.push_str(&format!("host:1:1 [0] NCCL INFO Channel {i:02}/32 : 0 1\n"));
+        }
+        s.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+        s.push_str(&"host:1:1 [0] NCCL INFO padding line after the header\n".repeat(80_000));
+        s.into_bytes()
+    }
+
+    #[test]
+    fn read_rest_stops_reading_soon_after_the_header() {
+        // Header near the start of a 4 MB file: the first read (64 KiB)
+        // holds it, so no more than that is taken from the source.
+        let data = log_with_header_at(100);
+        assert!(data.len() > 4 << 20);
+        let mut s = BenchSniffer::default();
+        let mut src = Counting { data: &data, pos: 0 };
+        s.read_rest(&mut src).unwrap();
+        assert!(s.out.tables && s.out.nccl_lines);
+        assert_eq!(src.pos, FIRST_READ);
+        // Header past the first reads: found all the same, and the reads
+        // stayed within twice what the verdict needed.
+        let data = log_with_header_at(20_000);
+        let at = data.windows(7).position(|w| w == b"#      ").unwrap();
+        let mut s = BenchSniffer::default();
+        let mut src = Counting { data: &data, pos: 0 };
+        s.read_rest(&mut src).unwrap();
+        assert!(s.out.tables);
+        assert!(src.pos > at && src.pos <= 2 * at.max(FIRST_READ), "read {} for a header at {at}", src.pos);
     }
 }
