@@ -159,9 +159,14 @@ fn digits_u32_scalar(line: &[u8], from: usize) -> (usize, Option<u32>) {
 /// host's start).
 ///
 /// Most hosts start with a letter: that test inlines, the rest does not.
+/// So does a test of what any glued timestamp needs: ten digits, a dot, a
+/// fraction digit and a host byte (13 bytes at least), the second byte a
+/// digit. Hosts that start with a digit are mostly debris of a cut hex
+/// pointer (`0x64a3eagdr116`): its `x` fails here, not after a call (on
+/// the 30 MB sample, 11.5k calls of 55 instructions each).
 #[inline(always)]
 pub(super) fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
-    if host_start >= host_end || !line[host_start].is_ascii_digit() {
+    if host_end < host_start + 13 || !line[host_start].is_ascii_digit() || !line[host_start + 1].is_ascii_digit() {
         return None;
     }
     glued_timestamp_digit(line, host_start, host_end)
