@@ -48,8 +48,6 @@ struct Answers {
     slots: [Answer; ANSWERS],
     /// The slot filled next (round robin).
     next: usize,
-    /// The slot that answered or was filled last (checked first).
-    last: usize,
 }
 
 #[derive(Default)]
@@ -63,22 +61,15 @@ struct Answer {
 
 impl Answers {
     #[inline(always)]
-    fn get(&mut self, pid: u32, host: &[u8]) -> Option<usize> {
-        // The slot that answered last first: the segments of a burst of cut
-        // lines repeat one (pid, spelling) more often than not.
-        let hit = |a: &Answer| a.filled && a.pid == pid && crate::bytes::eq_words(&a.host, host);
-        let last = &self.slots[self.last % ANSWERS];
-        if hit(last) {
-            return Some(last.debris);
-        }
-        let i = self.slots.iter().position(hit)?;
-        self.last = i;
-        Some(self.slots[i].debris)
+    fn get(&self, pid: u32, host: &[u8]) -> Option<usize> {
+        self.slots
+            .iter()
+            .find(|a| a.filled && a.pid == pid && crate::bytes::eq_words(&a.host, host))
+            .map(|a| a.debris)
     }
 
     fn put(&mut self, pid: u32, host: &[u8], debris: usize) {
         let a = &mut self.slots[self.next];
-        self.last = self.next;
         self.next = (self.next + 1) % ANSWERS;
         a.filled = true;
         a.pid = pid;
