@@ -9,7 +9,8 @@
 //! by another prefix is marked `cut` (its tail is missing).
 //!
 //! This module owns the splitting (the memo shortcut, the single-prefix
-//! path, the colon scan); the host fix-up ([`KnownHosts`]) is
+//! path, the answer for a repeat of the last line without a segment, the
+//! colon scan); the host fix-up ([`KnownHosts`]) is
 //! `prefix_hosts`, the byte-level pieces (a `host:pid:tid ` candidate at a
 //! colon, digit runs, timestamps) are `prefix_lex`, the memo of recent
 //! prefixes `prefix_cache`.

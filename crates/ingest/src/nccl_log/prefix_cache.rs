@@ -21,6 +21,9 @@
 //!
 //! Which prefixes are kept only decides how often a line is parsed, never
 //! its segment: a lookup answers only for identical prefix bytes.
+//!
+//! The same box also keeps the last line split without a segment (see
+//! [`PrefixCache::bare`]), which `super::prefix` answers a repeat from.
 
 use super::prefix::{Level, Segment};
 
