@@ -10,7 +10,7 @@
 
 #[path = "bytes_simd.rs"]
 mod simd;
-pub use simd::{mask32, Positions};
+pub use simd::{mask32, Positions, Positions64};
 #[path = "bytes_host.rs"]
 mod host;
 pub use host::{host_run_end, host_run_start};

@@ -159,9 +159,14 @@ fn digits_u32_scalar(line: &[u8], from: usize) -> (usize, Option<u32>) {
 /// host's start).
 ///
 /// Most hosts start with a letter: that test inlines, the rest does not.
+/// So does a test of what any glued timestamp needs: ten digits, a dot, a
+/// fraction digit and a host byte (13 bytes at least), the second byte a
+/// digit. Hosts that start with a digit are mostly debris of a cut hex
+/// pointer (`0x64a3eagdr116`): its `x` fails here, not after a call (on
+/// the 30 MB sample, 11.5k calls of 55 instructions each).
 #[inline(always)]
 pub(super) fn glued_timestamp(line: &[u8], host_start: usize, host_end: usize) -> Option<(i64, usize, usize)> {
-    if host_start >= host_end || !line[host_start].is_ascii_digit() {
+    if host_end < host_start + 13 || !line[host_start].is_ascii_digit() || !line[host_start + 1].is_ascii_digit() {
         return None;
     }
     glued_timestamp_digit(line, host_start, host_end)
@@ -251,6 +256,36 @@ fn timestamp_after_space(line: &[u8], host_start: usize) -> (Option<i64>, usize)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inline precheck of `glued_timestamp` turns away no host that
+    /// `glued_timestamp_digit` accepts: every host of up to 24 bytes drawn
+    /// from digits, a dot and letters (random), and timestamps of each
+    /// width glued to hosts, at every cut of their front.
+    #[test]
+    fn glued_precheck_loses_nothing() {
+        let check = |h: &[u8]| {
+            let want = if h.first().is_some_and(u8::is_ascii_digit) { glued_timestamp_digit(h, 0, h.len()) } else { None };
+            assert_eq!(glued_timestamp(h, 0, h.len()), want, "{}", String::from_utf8_lossy(h));
+        };
+        for ts in ["1795693065.217944", "1795693065.217", "1795693065.217944123", "91795693065.2179441", "1795693065.2"] {
+            for host in ["vm", "0vm", "12ab", "x"] {
+                let full = format!("{ts}{host}");
+                for cut in 0..full.len() {
+                    check(&full.as_bytes()[cut..]);
+                }
+            }
+        }
+        let alphabet = b"0123456789.0123456789ax";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..300_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % 25) as usize;
+            let h: Vec<u8> = (0..n).map(|i| alphabet[((x >> (i * 2 % 50)) as usize + i) % alphabet.len()]).collect();
+            check(&h);
+        }
+    }
 
     /// `digits_u32` against its byte-at-a-time reference: runs of every
     /// length up to 20 (each digit value in each position, all nines, all
