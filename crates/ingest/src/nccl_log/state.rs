@@ -436,27 +436,32 @@ impl LogParser {
             }
             return;
         }
-        if msg.starts_with(b"comm 0x") || msg.starts_with(b"ncclComm") {
-            if let Some(c) = init::parse_comm_line(msg) {
-                self.report.init_lines += 1;
-                self.comm_line(proc, seg.tid, &c);
-                return;
+        // The first byte picks the one kind of init line a message may be
+        // (most messages here are none: one test instead of six prefixes).
+        match msg.first() {
+            Some(b'c' | b'n') if msg.starts_with(b"comm 0x") || msg.starts_with(b"ncclComm") => {
+                if let Some(c) = init::parse_comm_line(msg) {
+                    self.report.init_lines += 1;
+                    self.comm_line(proc, seg.tid, &c);
+                    return;
+                }
             }
-        }
-        if msg.starts_with(b"NCCL version ") {
-            if let Some(v) = init::parse_version(msg) {
-                self.report.version_lines += 1;
-                self.table.processes[proc.ix()].nccl_version.get_or_insert(v);
-                self.note_version_set(Some(proc));
-                return;
+            Some(b'N') if msg.starts_with(b"NCCL version ") => {
+                if let Some(v) = init::parse_version(msg) {
+                    self.report.version_lines += 1;
+                    self.table.processes[proc.ix()].nccl_version.get_or_insert(v);
+                    self.note_version_set(Some(proc));
+                    return;
+                }
             }
-        }
-        if msg.starts_with(b"Channel ") || msg.starts_with(b"Tree") || msg.starts_with(b"Ring ") {
-            if let Some(ch) = init::parse_channel_line(msg) {
-                self.report.channel_lines += 1;
-                self.channel_line(proc, seg.tid, ch);
-                return;
+            Some(b'C' | b'T' | b'R') if msg.starts_with(b"Channel ") || msg.starts_with(b"Tree") || msg.starts_with(b"Ring ") => {
+                if let Some(ch) = init::parse_channel_line(msg) {
+                    self.report.channel_lines += 1;
+                    self.channel_line(proc, seg.tid, ch);
+                    return;
+                }
             }
+            _ => {}
         }
         if seg.level == Level::Trace && is_call_syntax(msg, &self.find_paren) {
             return self.call_line(proc, msg, seg, line_no, sink);
