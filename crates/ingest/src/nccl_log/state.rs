@@ -331,17 +331,24 @@ impl LogParser {
 
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         if is_call_syntax(msg, &self.find_paren) {
-            self.report.call_lines += 1;
-            // Mostly no cut line anywhere in the process, and on a chunk parse
-            // the thread's first segment already noted (`ProcState::last_settled`):
-            // the rest stays out of line (its registers cost every call line;
-            // a call per call line of a chunk parse was 3 % of what chunking adds).
-            let ps = &self.procs[proc.ix()];
-            if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(seg.tid)) {
-                self.call_completes(proc, msg, seg, sink);
-            }
+            self.call_line_ok(proc, msg, seg, sink);
         } else {
             self.call_line_other(proc, msg, seg, line_no, sink);
+        }
+    }
+
+    /// [`LogParser::call_line`] of a message known to be `ncclX(…)` (a TRACE
+    /// line `info_line` tested: testing it again cost every such line).
+    #[inline(always)]
+    fn call_line_ok(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, sink: &mut dyn FnMut(CollOp)) {
+        self.report.call_lines += 1;
+        // Mostly no cut line anywhere in the process, and on a chunk parse
+        // the thread's first segment already noted (`ProcState::last_settled`):
+        // the rest stays out of line (its registers cost every call line;
+        // a call per call line of a chunk parse was 3 % of what chunking adds).
+        let ps = &self.procs[proc.ix()];
+        if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(seg.tid)) {
+            self.call_completes(proc, msg, seg, sink);
         }
     }
 
@@ -464,7 +471,7 @@ impl LogParser {
             _ => {}
         }
         if seg.level == Level::Trace && is_call_syntax(msg, &self.find_paren) {
-            return self.call_line(proc, msg, seg, line_no, sink);
+            return self.call_line_ok(proc, msg, seg, sink);
         }
         // Search graphs, threadThresholds, the tuning table: a byte test first.
         if let Some(parsed) = init::parse_tuning_init_line(msg) {
