@@ -11,22 +11,27 @@
 //!
 //! This module owns the parser's state (per process, per thread), line
 //! joining and segment dispatch, processes, topology collection and the end of
-//! input. Operations (opCount lines, the cut-line slot, the per-thread queue
-//! and tuning attachment) are `state_ops`; devices, communicator handles and
-//! init/channel lines are `state_comms`.
+//! input. What an INFO or TRACE message is (topology, opCount, tuning, init
+//! line, uninterpreted) is decided in `state_info`; operations (opCount
+//! lines, the cut-line slot, the per-thread queue and tuning attachment) are
+//! `state_ops`; devices, communicator handles and init/channel lines are
+//! `state_comms`.
 
 use super::init::{self, ChannelLine};
 use super::ops::{self, OpLine};
 use super::prefix::{split_first, split_line, KnownHosts, Level, Segment, Split};
-use super::report::{message_kind_in, ReadReport, KIND_MAX};
+use super::report::ReadReport;
 use super::state_ops::SegInfo;
-use super::topo::{TopoLine, TopoParser};
+use super::topo::TopoParser;
 use crate::bytes::{sample, ByteFinder};
 use commlens_core::model::{DevIdx, ProcIdx, Process};
 use commlens_core::tuning::TuningInfo;
 use commlens_core::{CollOp, CommIdx, NcclVersion, OpTable};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
+
+#[path = "state_info.rs"]
+mod info;
 
 pub(super) const SAMPLE_CHARS: usize = crate::bytes::EXCERPT_CHARS;
 /// Ops, tuning lines etc. that matched nothing are ignored beyond this backlog.
@@ -331,17 +336,24 @@ impl LogParser {
 
     fn call_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
         if is_call_syntax(msg, &self.find_paren) {
-            self.report.call_lines += 1;
-            // Mostly no cut line anywhere in the process, and on a chunk parse
-            // the thread's first segment already noted (`ProcState::last_settled`):
-            // the rest stays out of line (its registers cost every call line;
-            // a call per call line of a chunk parse was 3 % of what chunking adds).
-            let ps = &self.procs[proc.ix()];
-            if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(seg.tid)) {
-                self.call_completes(proc, msg, seg, sink);
-            }
+            self.call_line_ok(proc, msg, seg, sink);
         } else {
             self.call_line_other(proc, msg, seg, line_no, sink);
+        }
+    }
+
+    /// [`LogParser::call_line`] of a message known to be `ncclX(…)` (a TRACE
+    /// line `info_line` tested: testing it again cost every such line).
+    #[inline(always)]
+    fn call_line_ok(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, sink: &mut dyn FnMut(CollOp)) {
+        self.report.call_lines += 1;
+        // Mostly no cut line anywhere in the process, and on a chunk parse
+        // the thread's first segment already noted (`ProcState::last_settled`):
+        // the rest stays out of line (its registers cost every call line;
+        // a call per call line of a chunk parse was 3 % of what chunking adds).
+        let ps = &self.procs[proc.ix()];
+        if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(seg.tid)) {
+            self.call_completes(proc, msg, seg, sink);
         }
     }
 
@@ -377,103 +389,6 @@ impl LogParser {
             // counted as broken already
         } else {
             self.report.malformed.add("NCCL CALL", line_no, || sample(msg, SAMPLE_CHARS));
-        }
-    }
-
-    fn info_line(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, line_no: u64, sink: &mut dyn FnMut(CollOp)) {
-        // Topology dumps span many lines of one thread.
-        // `CPU/` also starts a block whose header another writer destroyed.
-        // The first byte first: most messages start with neither.
-        let starts_topo = match msg.first() {
-            Some(b'=') => msg.starts_with(b"=== System"),
-            Some(b'C') => msg.starts_with(b"CPU/"),
-            _ => false,
-        };
-        let ps = &mut self.procs[proc.ix()];
-        if starts_topo || ps.threads_in_topo > 0 {
-            let thread = ps.threads.entry(seg.tid).or_default();
-            if starts_topo || thread.in_topo {
-                let was = thread.in_topo;
-                let parser = thread.topo.get_or_insert_with(TopoParser::new);
-                let result = parser.feed(msg);
-                // BlockDone: the line that closed the old block opened a new one.
-                thread.in_topo = result != TopoLine::NotTopology;
-                match (was, thread.in_topo) {
-                    (false, true) => ps.threads_in_topo += 1,
-                    (true, false) => ps.threads_in_topo -= 1,
-                    _ => {}
-                }
-                if result != TopoLine::Consumed {
-                    self.collect_topology(proc, seg.tid);
-                }
-                if result != TopoLine::NotTopology {
-                    self.report.topology_lines += 1;
-                    return;
-                }
-            }
-        }
-        // The first colon, where an operation's name ends: searched once for
-        // the opCount test and the tuning line's (same as `ops::is_op_line`).
-        let colon = ops::colon_in_24(msg);
-        if let Some(colon) = colon {
-            if msg[colon + 1..].starts_with(b" opCount ") {
-                return self.op_line(proc, msg, colon, seg, line_no, sink);
-            }
-        }
-        if seg.cut {
-            // Partial init lines still carry useful fields.
-            if let Some(c) = init::parse_comm_line(msg) {
-                self.report.init_lines += 1;
-                self.comm_line(proc, seg.tid, &c);
-            }
-            return;
-        }
-        if let Some(colon) = colon.filter(|&c| super::ops_tuning::looks_like_tuning_at(msg, c)) {
-            let fast = if self.fast { super::ops_fast::parse_tuning_canonical_at(msg, colon) } else { None };
-            match fast.or_else(|| super::ops_tuning::parse_tuning_at(msg, colon)) {
-                Some(t) => self.tuning_line(proc, seg.tid, &t, sink),
-                None => self.report.malformed.add("tuning", line_no, || sample(msg, SAMPLE_CHARS)),
-            }
-            return;
-        }
-        if msg.starts_with(b"comm 0x") || msg.starts_with(b"ncclComm") {
-            if let Some(c) = init::parse_comm_line(msg) {
-                self.report.init_lines += 1;
-                self.comm_line(proc, seg.tid, &c);
-                return;
-            }
-        }
-        if msg.starts_with(b"NCCL version ") {
-            if let Some(v) = init::parse_version(msg) {
-                self.report.version_lines += 1;
-                self.table.processes[proc.ix()].nccl_version.get_or_insert(v);
-                self.note_version_set(Some(proc));
-                return;
-            }
-        }
-        if msg.starts_with(b"Channel ") || msg.starts_with(b"Tree") || msg.starts_with(b"Ring ") {
-            if let Some(ch) = init::parse_channel_line(msg) {
-                self.report.channel_lines += 1;
-                self.channel_line(proc, seg.tid, ch);
-                return;
-            }
-        }
-        if seg.level == Level::Trace && is_call_syntax(msg, &self.find_paren) {
-            return self.call_line(proc, msg, seg, line_no, sink);
-        }
-        // Search graphs, threadThresholds, the tuning table: a byte test first.
-        if let Some(parsed) = init::parse_tuning_init_line(msg) {
-            match parsed {
-                Ok(t) => self.tuning_init_line(proc, seg.tid, t, msg, line_no),
-                Err(kind) => self.report.malformed.add(kind, line_no, || sample(msg, SAMPLE_CHARS)),
-            }
-            return;
-        }
-        if self.fast {
-            self.report.unknown.add_message(msg, &mut self.kind_memo, line_no, || sample(msg, SAMPLE_CHARS));
-        } else {
-            let mut kind = [0; KIND_MAX];
-            self.report.unknown.add(message_kind_in(msg, &mut kind), line_no, || sample(msg, SAMPLE_CHARS));
         }
     }
 
