@@ -19,7 +19,8 @@
 //! chunk in: indices remapped, line numbers shifted, counters added, the cut
 //! lines waiting from before settled, init lines held back before the chunk
 //! given to the handle the chunk's thread named, the previous queues met by
-//! the chunk's first tuning lines ([`super::chunk_threads`]).
+//! the chunk's first tuning lines ([`super::chunk_threads`]); the queue
+//! buffers it empties are handed on ([`Speculation::spare_queues`]).
 
 use super::ops::TuningLine;
 use super::state::{LogParser, ProcState};

@@ -22,7 +22,9 @@
 //! Memory stays bounded: chunks are read through their own mapped windows
 //! ([`MappedLines::open_range`]), workers stay a few chunks ahead of the
 //! join, and what a chunk keeps until its join is its parser's state
-//! (processes, handles, queues) and the folded state.
+//! (processes, handles, queues) and the folded state. The operation queue
+//! buffers the join empties go to later chunks' new threads
+//! ([`Job::spare_queues`]), so those do not fault in fresh pages.
 //!
 //! Chunks are large ([`DEFAULT_CHUNK`]: each costs a parser state built
 //! from nothing, its seeds and its join) and shrink near the file's end
