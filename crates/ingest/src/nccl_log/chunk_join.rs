@@ -19,12 +19,45 @@
 //! chunk in: indices remapped, line numbers shifted, counters added, the cut
 //! lines waiting from before settled, init lines held back before the chunk
 //! given to the handle the chunk's thread named, the previous queues met by
-//! the chunk's first tuning lines ([`super::chunk_threads`]).
+//! the chunk's first tuning lines ([`super::chunk_threads`]); the queue
+//! buffers it empties are handed on ([`Speculation::spare_queues`]).
 
 use super::ops::TuningLine;
 use super::state::{LogParser, ProcState};
 use commlens_core::model::{CommMember, DevIdx, Device, ProcIdx, Process};
 use commlens_core::{CollOp, CommIdx, OpKind};
+use std::collections::VecDeque;
+
+/// At most this many spare queues wait for later chunks
+/// ([`Speculation::spare_queues`]; a log's threads are mostly fewer).
+pub(super) const MAX_SPARE_QUEUES: usize = 256;
+
+/// Keeps `q` (emptied) for a later chunk's thread, where it has a buffer
+/// and the spares are not full.
+pub(super) fn keep_spare(spares: &mut Vec<VecDeque<CollOp>>, mut q: VecDeque<CollOp>) {
+    if q.capacity() > 0 && spares.len() < MAX_SPARE_QUEUES {
+        q.clear();
+        spares.push(q);
+    }
+}
+
+impl ProcState {
+    /// On a chunk parse: `tid` is one of the last two threads found in (or
+    /// added to) `settles` (`last_settled`).
+    #[inline(always)]
+    pub(super) fn settled_recently(&self, tid: u32) -> bool {
+        let k = tid as u64 + 1;
+        (self.last_settled[0] == k) | (self.last_settled[1] == k)
+    }
+
+    /// `tid` was found in (or added to) `settles`.
+    pub(super) fn note_settled(&mut self, tid: u32) {
+        let k = tid as u64 + 1;
+        if self.last_settled[0] != k {
+            self.last_settled = [k, self.last_settled[0]];
+        }
+    }
+}
 
 /// Per-thread record of a chunk parse (default, and unused, elsewhere).
 #[derive(Default)]
@@ -114,6 +147,11 @@ pub(crate) struct Speculation {
     /// the file's first chunk (which becomes the true parser, unchecked),
     /// [`super::state_ops::SPEC_UNTUNED`] for the others.
     pub(super) untuned_cap: usize,
+    /// Emptied operation queues of earlier chunks' joins, for this chunk's
+    /// new threads ([`Speculation::give_queue`]; their pages already
+    /// touched). The join hands back those it empties and those left unused
+    /// ([`LogParser::absorb`]).
+    pub(super) spare_queues: Vec<VecDeque<CollOp>>,
 }
 
 impl Speculation {
@@ -143,6 +181,20 @@ impl Speculation {
         }
     }
 
+    /// A queue for a thread new to the chunk: a spare one, else one of the
+    /// chunk's cap. Grown from nothing, a queue was reallocated up to its
+    /// cap, each time into fresh pages: with ~17 new queues a chunk (a
+    /// thread's queue is new in every chunk it prints in, and the join keeps
+    /// it while its operations wait), most of the page faults chunking added.
+    /// Out of line, and given the place rather than returning the queue:
+    /// otherwise `emit_parsed` grew by the old queue's drop and no longer
+    /// inlined its `push_back` (+5 M instructions on the sequential read).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn give_queue(&mut self, q: &mut VecDeque<CollOp>) {
+        *q = self.spare_queues.pop().unwrap_or_else(|| VecDeque::with_capacity(self.untuned_cap));
+    }
+
     #[inline(never)]
     fn note_codes(&mut self, proc: ProcIdx, dtype: i64, redop: Option<i64>) {
         let codes = &mut self.procs[proc.ix()].codes;
@@ -162,7 +214,9 @@ impl Speculation {
 /// [`RedOp::from_nccl`]: commlens_core::RedOp::from_nccl
 #[inline(always)]
 fn decoded_by_version(dtype: i64, redop: Option<i64>) -> bool {
-    (9..=11).contains(&dtype) || redop.is_some_and(|r| r >= 4)
+    // One unsigned compare for 9..=11, and no branch between the two tests
+    // (this runs for every operation of a chunk parse).
+    ((dtype as u64).wrapping_sub(9) < 3) | matches!(redop, Some(r) if r >= 4)
 }
 
 /// The FNV-1a prime of [`CommMember::note_op`] (a test checks the two agree).
@@ -237,6 +291,13 @@ impl LogParser {
         p
     }
 
+    /// Gives a chunk parser emptied queues for its new threads.
+    pub(super) fn spec_spares(&mut self, queues: impl Iterator<Item = VecDeque<CollOp>>) {
+        if let Some(s) = self.spec.as_mut() {
+            s.spare_queues.extend(queues);
+        }
+    }
+
     /// Ends speculation (the first chunk's parser becomes the true one).
     pub(crate) fn into_true(mut self) -> LogParser {
         self.spec = None;
@@ -297,18 +358,24 @@ impl LogParser {
     /// lines (numbered from `line_offset + 1`) had been fed here. Operations
     /// the fold releases from this parser's queues go to `sink`. `Err` says
     /// why the chunk cannot be folded exactly (nothing changed here); the
-    /// caller then feeds its lines here instead.
+    /// caller then feeds its lines here instead. Operation queues the fold
+    /// empties, and the chunk's unused spares, go to `spares` (for later
+    /// chunks' threads, [`Speculation::spare_queues`]).
     pub(crate) fn absorb(
         &mut self,
         mut chunk: LogParser,
         line_offset: u64,
         sink: &mut dyn FnMut(CollOp),
+        spares: &mut Vec<VecDeque<CollOp>>,
     ) -> Result<ChunkMaps, &'static str> {
         let keys = Self::proc_keys(&chunk);
         if let Some(why) = self.refusal(&chunk, &keys) {
             return Err(why);
         }
-        let spec = chunk.spec.take().expect("checked");
+        let mut spec = chunk.spec.take().expect("checked");
+        for q in spec.spare_queues.drain(..) {
+            keep_spare(spares, q);
+        }
         let mut maps = ChunkMaps {
             line_offset,
             ..ChunkMaps::default()
@@ -469,7 +536,7 @@ impl LogParser {
         for (lp, ps) in std::mem::take(&mut chunk.procs).into_iter().enumerate() {
             let tp = maps.proc[lp];
             for (tid, lt) in ps.threads {
-                self.absorb_thread(tp, tid, lt, &maps, sink);
+                self.absorb_thread(tp, tid, lt, &maps, sink, spares);
             }
         }
         Ok(maps)

@@ -117,7 +117,14 @@ impl<S> Joiner<S> {
             self.parts.push((p.state, None));
             return Ok(());
         };
-        match t.absorb(p.parser, offset, &mut sink) {
+        let mut spares = Vec::new();
+        let folded = t.absorb(p.parser, offset, &mut sink, &mut spares);
+        if !spares.is_empty() {
+            let mut pool = job.spare_queues.lock().expect("spare queues");
+            let room = super::chunk_join::MAX_SPARE_QUEUES.saturating_sub(pool.len());
+            pool.extend(spares.into_iter().take(room));
+        }
+        match folded {
             Ok(maps) => {
                 self.first_nccl = self.first_nccl.or(p.first_nccl.map(|l| l + offset));
                 p.ops.into_iter().for_each(|op| store(per_dev, maps.op(op)));

@@ -22,7 +22,9 @@
 //! Memory stays bounded: chunks are read through their own mapped windows
 //! ([`MappedLines::open_range`]), workers stay a few chunks ahead of the
 //! join, and what a chunk keeps until its join is its parser's state
-//! (processes, handles, queues) and the folded state.
+//! (processes, handles, queues) and the folded state. The operation queue
+//! buffers the join empties go to later chunks' new threads
+//! ([`Job::spare_queues`]), so those do not fault in fresh pages.
 //!
 //! Chunks are large ([`DEFAULT_CHUNK`]: each costs a parser state built
 //! from nothing, its seeds and its join) and shrink near the file's end
@@ -42,6 +44,7 @@ use crate::nccl_tests::KeptLines;
 use crate::lines::LineSource;
 use crate::lines_mapped::{disabled_by_env, MappedLines, DEFAULT_WINDOW};
 use commlens_core::{CollOp, OpTable};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -277,6 +280,9 @@ pub(super) struct Job<'a, M, F> {
     /// Kept lines of chunks already joined, emptied, for the next chunks to
     /// fill (their buffers' pages already touched).
     pub(super) spare_bench: Mutex<Vec<KeptLines>>,
+    /// Operation queues the join emptied, for later chunks' new threads
+    /// (see [`super::chunk_join::Speculation::spare_queues`]).
+    pub(super) spare_queues: Mutex<Vec<VecDeque<CollOp>>>,
 }
 
 /// Reads `path` in the chunks of [`plan`], in parallel; see the module doc.
@@ -311,6 +317,7 @@ where
         per_op,
         bench: scan.is_some(),
         spare_bench: Mutex::new(Vec::new()),
+        spare_queues: Mutex::new(Vec::new()),
     };
     let n = ranges.len();
     let slots: Vec<ChunkSlot<S>> =
@@ -422,6 +429,13 @@ where
         seed_hosts(path, opts, start).map_err(io_err)?
     };
     let mut parser = LogParser::speculative(opts.fast_paths, &seeds, first);
+    if !first {
+        // Up to half the spares: the other workers' chunks want some too.
+        let mut pool = job.spare_queues.lock().expect("spare queues");
+        let take = pool.len().div_ceil(2);
+        let from = pool.len() - take;
+        parser.spec_spares(pool.drain(from..));
+    }
     let mut state = (job.make)();
     let mut ops = Vec::new();
     let mut bench = match job.bench {

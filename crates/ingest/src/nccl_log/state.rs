@@ -82,10 +82,12 @@ pub(super) struct ProcState {
     /// cut opCount line waiting from before the chunk, with the API call's
     /// arguments when it is a call line (see [`super::chunk_join`]).
     pub(super) settles: Vec<(u32, Option<ops::CallArgs>)>,
-    /// On a chunk parse, the thread whose segment was last found in (or
-    /// added to) `settles`: interleaved lines mostly repeat the thread of
-    /// the line before, and then the search of `settles` is skipped.
-    pub(super) last_settled: Option<u32>,
+    /// On a chunk parse, the last two threads whose segments were found in
+    /// (or added to) `settles`, each as tid + 1 (0: none): interleaved lines
+    /// mostly repeat one of the last two threads of the process (a process
+    /// driving two GPUs alternates them), and then the search of `settles`
+    /// is skipped ([`ProcState::settled_recently`]).
+    pub(super) last_settled: [u64; 2],
 }
 
 /// Streaming parser of one NCCL debug log into an [`OpTable`] (without ops)
@@ -352,7 +354,7 @@ impl LogParser {
         // the rest stays out of line (its registers cost every call line;
         // a call per call line of a chunk parse was 3 % of what chunking adds).
         let ps = &self.procs[proc.ix()];
-        if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(seg.tid)) {
+        if ps.threads_with_broken > 0 || (self.spec.is_some() && !ps.settled_recently(seg.tid)) {
             self.call_completes(proc, msg, seg, sink);
         }
     }
@@ -362,11 +364,11 @@ impl LogParser {
     fn call_completes(&mut self, proc: ProcIdx, msg: &[u8], seg: &Segment, sink: &mut dyn FnMut(CollOp)) {
         let ps = &mut self.procs[proc.ix()];
         let mut waiting = ps.threads_with_broken > 0 && ps.threads.get(&seg.tid).is_some_and(|t| t.broken.is_some());
-        if self.spec.is_some() && ps.last_settled != Some(seg.tid) {
+        if self.spec.is_some() && !ps.settled_recently(seg.tid) {
             // A chunk parse: a line cut before the chunk may be waiting, unless
             // the thread's first segment was noted (then remembered as the last).
             if ps.settles.iter().any(|s| s.0 == seg.tid) {
-                ps.last_settled = Some(seg.tid);
+                ps.note_settled(seg.tid);
             } else {
                 waiting = true;
             }

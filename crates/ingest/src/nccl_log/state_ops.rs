@@ -106,7 +106,7 @@ impl LogParser {
         // chunk parse, nothing either when this thread's first segment was
         // already noted, see `ProcState::last_settled`).
         let ps = &self.procs[proc.ix()];
-        if ps.threads_with_broken > 0 || (self.spec.is_some() && ps.last_settled != Some(tid)) {
+        if ps.threads_with_broken > 0 || (self.spec.is_some() && !ps.settled_recently(tid)) {
             self.resolve_broken_slot(proc, tid, call, sink);
         }
     }
@@ -118,7 +118,7 @@ impl LogParser {
                 // What would settle a line cut before the chunk (the join does).
                 ps.settles.push((tid, call.cloned()));
             }
-            ps.last_settled = Some(tid);
+            ps.note_settled(tid);
         }
         // A chunk parse comes here for every segment; mostly no thread of
         // the process holds a broken line, and then there is none to look up
@@ -161,9 +161,16 @@ impl LogParser {
         // the sequential read (cachegrind), a large part of why 2 cores did
         // not halve the time. An eviction the true cap would not have made is
         // refused by the join (`chunk_check`), and the chunk read again.
-        let cap = match (&self.spec, thread.tuning_seen) {
+        let cap = match (&mut self.spec, thread.tuning_seen) {
             (_, true) => MAX_PENDING,
-            (Some(s), false) => s.untuned_cap,
+            (Some(s), false) => {
+                if thread.pending.capacity() == 0 {
+                    // A chunk parse's new queue: its whole cap at once (or
+                    // a buffer a join emptied), not grown from nothing.
+                    s.give_queue(&mut thread.pending);
+                }
+                s.untuned_cap
+            }
             (None, false) => MAX_UNTUNED,
         };
         while thread.pending.len() >= cap {
