@@ -100,7 +100,7 @@ pub fn fuse_inputs(
         b.finish_and_clear();
     }
     eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
-    loaded.notes.iter().for_each(|n| eprintln!("{n}"));
+    crate::load::eprint_lines(&loaded.notes);
     if loaded.table.n_ops() == 0 {
         return Err("the NCCL logs hold no operations (was NCCL_DEBUG_SUBSYS missing COLL?): nothing to fuse".into());
     }

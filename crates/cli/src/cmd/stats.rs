@@ -136,7 +136,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool, sizes: bool) -> Cm
     merging.end();
     let t = &loaded.table;
     eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
-    loaded.notes.iter().for_each(|n| eprintln!("{n}"));
+    crate::load::eprint_lines(&loaded.notes);
     if t.devices.is_empty() && agg.cells.is_empty() {
         if printed_benchmarks {
             eprintln!("note: the NCCL lines beside the benchmark tables hold no communicators or operations");

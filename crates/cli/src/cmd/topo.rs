@@ -66,7 +66,7 @@ pub fn run(inputs: &[PathBuf], format: Format, verbose: bool) -> CmdResult {
         match res {
             Ok((loaded, _)) => {
                 eprint!("{}", render::read_summary(&loaded.reports, &loaded.skipped_files, verbose));
-                loaded.notes.iter().for_each(|n| eprintln!("{n}"));
+                crate::load::eprint_lines(&loaded.notes);
                 table = loaded.table;
             }
             Err(IngestError::NoInputs { .. }) if !xml_topos.is_empty() || !benchmarks.is_empty() => {}
