@@ -161,3 +161,22 @@ fn two_different_traces_of_rank_0_are_not_both_counted() {
     assert!(err.contains("rank0-run2.json") && err.contains("claims rank 0") && err.contains("left out"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn many_contradicting_ranks_are_named_a_few_and_counted() {
+    // One transcript where twelve processes on twelve hosts each claim rank 0
+    // of one communicator (runs appended to one file): eleven
+    // contradictions, the first eight named, the rest counted in one line.
+    let d = temp_dir("many-conflicts");
+    let f = d.join("all.log");
+    let text: String = (0..12u32).map(|h| log(&format!("h{h}"), 100 + h, 0x5590dbcd3180 + 0x1000 * h as u64, 0)).collect();
+    std::fs::write(&f, text).unwrap();
+    let (v, err) = stats(&[&f]);
+    let named = err.lines().filter(|l| l.starts_with("warning: rank 0 of communicator")).count();
+    assert_eq!(named, 8, "{err}");
+    let summary = err.lines().find(|l| l.contains("more contradictions")).unwrap_or_else(|| panic!("{err}"));
+    assert!(summary.starts_with("warning: 3 more contradictions like these in 1 communicators (3 ranks"), "{summary}");
+    // Every process is still kept, each with its operations.
+    assert_eq!(v["total_ops"], 36, "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -222,7 +222,21 @@ pub(crate) fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model
         }
     };
     let mut out = declared_size_notes(table, &who);
-    out.extend(comm_conflicts(table).into_iter().map(|c| match c {
+    let conflicts = comm_conflicts(table);
+    // A job read twice (or two jobs in one input) contradicts itself at
+    // every rank: the first few name the processes, one line counts the rest
+    // (the 400 MB bench log gave 468 lines; a 100,000-rank job would give
+    // a line per rank).
+    let more = conflicts.len().saturating_sub(MAX_CONFLICT_LINES);
+    let rest = &conflicts[conflicts.len() - more..];
+    let more_ranks = rest.iter().filter(|c| matches!(c, CommConflict::Rank { .. })).count();
+    let comms: std::collections::HashSet<u64> = rest
+        .iter()
+        .map(|c| match c {
+            CommConflict::Rank { comm_id, .. } | CommConflict::Size { comm_id, .. } => *comm_id,
+        })
+        .collect();
+    out.extend(conflicts.into_iter().take(MAX_CONFLICT_LINES).map(|c| match c {
             CommConflict::Rank { comm_id, rank, first, later } => format!(
                 "warning: rank {rank} of communicator commId {comm_id:#x} is claimed by process {} and by {}; \
                  they are kept as different ranks (two runs in one input?)",
@@ -237,8 +251,20 @@ pub(crate) fn conflict_notes(table: &OpTable, file: impl Fn(commlens_core::model
                 who(later)
             ),
         }));
+    if more > 0 {
+        out.push(format!(
+            "warning: {more} more contradictions like these in {} communicators ({more_ranks} ranks claimed by two \
+             processes, {} sizes declared two ways); each kept apart as above",
+            comms.len(),
+            more - more_ranks
+        ));
+    }
     out
 }
+
+/// Contradicting communicator handles named one per line; the rest counted
+/// in one line ([`conflict_notes`]).
+const MAX_CONFLICT_LINES: usize = 8;
 
 /// Declared communicator sizes no run can have: above NCCL's `int` rank
 /// count, above 16 M ranks (far beyond any machine), or a rank outside its
