@@ -194,26 +194,32 @@ impl Iterator for Positions<'_> {
                 return None;
             }
             self.base = at;
-            if at + 32 <= n {
-                // 32 bytes a round: half the rounds over a line's message.
-                self.mask = mask32(self.s, at, self.needle);
-                self.next = at + 32;
-            } else if at + 16 <= n {
-                self.mask = mask16(self.s, at, self.needle);
-                self.next = at + 16;
-            } else {
-                // The tail: a load that ends at the end, less the bytes
-                // before `at` (already seen); a slice under 16 bytes byte by byte.
-                self.mask = match n.checked_sub(16) {
-                    Some(last) => mask16(self.s, last, self.needle) >> (at - last),
-                    None => mask_short(&self.s[at..], self.needle),
-                };
-                self.next = n;
-            }
+            (self.mask, self.next) = mask_upto32(self.s, at, self.needle);
         }
         let i = self.base + self.mask.trailing_zeros() as usize;
         self.mask &= self.mask - 1;
         Some(i)
+    }
+}
+
+/// The hits of `needle` in the next up to 32 bytes of `s` from `at` (which
+/// is below `s.len()`), bit k for `s[at + k]`, and where the next round
+/// starts: 32 bytes a round (half the rounds over a line's message), 16, or
+/// the tail — a load that ends at the end, less the bytes before `at`
+/// (already seen); a slice under 16 bytes byte by byte.
+#[inline(always)]
+fn mask_upto32(s: &[u8], at: usize, needle: u8) -> (u32, usize) {
+    let n = s.len();
+    if at + 32 <= n {
+        (mask32(s, at, needle), at + 32)
+    } else if at + 16 <= n {
+        (mask16(s, at, needle), at + 16)
+    } else {
+        let m = match n.checked_sub(16) {
+            Some(last) => mask16(s, last, needle) >> (at - last),
+            None => mask_short(&s[at..], needle),
+        };
+        (m, n)
     }
 }
 
@@ -253,19 +259,9 @@ impl Iterator for Positions64<'_> {
             if at + 64 <= n {
                 self.mask = mask32(self.s, at, self.needle) as u64 | (mask32(self.s, at + 32, self.needle) as u64) << 32;
                 self.next = at + 64;
-            } else if at + 32 <= n {
-                self.mask = mask32(self.s, at, self.needle) as u64;
-                self.next = at + 32;
-            } else if at + 16 <= n {
-                self.mask = mask16(self.s, at, self.needle) as u64;
-                self.next = at + 16;
             } else {
-                // The tail, as in `Positions`.
-                self.mask = match n.checked_sub(16) {
-                    Some(last) => (mask16(self.s, last, self.needle) >> (at - last)) as u64,
-                    None => mask_short(&self.s[at..], self.needle) as u64,
-                };
-                self.next = n;
+                let (m, next) = mask_upto32(self.s, at, self.needle);
+                (self.mask, self.next) = (u64::from(m), next);
             }
         }
         let i = self.base + self.mask.trailing_zeros() as usize;
