@@ -367,7 +367,9 @@ impl<'a> Cursor<'a> {
         // what the general arm below reads from the same bytes.
         if let Some(w) = self.s.get(self.p..self.p + 18) {
             let w: &[u8; 18] = w.try_into().expect("18 bytes");
-            if w[0] == b'0' && matches!(w[1], b'x' | b'X') {
+            // `0x` or `0X` in one 16-bit compare: setting bit 5 of the
+            // second byte maps `X` (and only `X`) onto `x`.
+            if u16::from_le_bytes([w[0], w[1] | 0x20]) == u16::from_le_bytes(*b"0x") {
                 let (k, v) = hex_run16(&w[2..]);
                 // k == 16: a 17th digit is no value end either (see `hex_digits`).
                 if k == 0 {
