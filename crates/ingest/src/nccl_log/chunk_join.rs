@@ -31,8 +31,6 @@ use std::collections::VecDeque;
 // `mod.rs`) so that other paths (`chunk_join::ThreadSpec`, ...) stay as they were.
 #[path = "chunk_spec.rs"]
 mod chunk_spec;
-#[cfg(test)]
-use chunk_spec::decoded_by_version;
 pub(crate) use chunk_spec::{FirstComm, Speculation, ThreadSpec};
 pub(super) use chunk_spec::{keep_spare, MAX_SPARE_QUEUES};
 
