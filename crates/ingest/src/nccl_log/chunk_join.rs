@@ -102,7 +102,7 @@ impl LogParser {
             },
             ..Speculation::default()
         }));
-        p.hosts = super::prefix::KnownHosts::speculative(fast, seeds);
+        p.hosts.speculate(seeds);
         p
     }
 
