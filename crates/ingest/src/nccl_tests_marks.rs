@@ -25,12 +25,10 @@ pub(super) struct MarkHorizon {
     room: u64,
 }
 
-/// The most one search covers: it runs over bytes the newline scan has
-/// asked the caches for (`lines_mapped`'s `PREFETCH_AHEAD`, 32 KiB ahead),
-/// instead of far ahead of the lines, where it was the first to touch the
-/// page cache and waited on memory (9-11 % of the samples of `stats` on the
-/// 400 MB bench log, 4.4 % with both). A horizon ends here as at the end
-/// of what the source holds.
+/// The most one search covers: less than `lines_mapped`'s
+/// `PREFETCH_AHEAD`, so that it runs over bytes the newline scan has asked
+/// the caches for (why, with figures: there). A horizon ends here as at the
+/// end of what the source holds.
 const SEARCH_SPAN: usize = 16 << 10;
 
 impl MarkHorizon {
