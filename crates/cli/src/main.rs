@@ -4,6 +4,7 @@
 //! assembles what the sinks show).
 
 mod cmd;
+mod heap;
 mod help;
 mod load;
 mod outputs;
@@ -326,6 +327,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    heap::install_pool();
     quiet_on_closed_stdout();
     commlens_parquet::quiet_guarded_panics();
     let cli = Cli::parse();
