@@ -37,6 +37,7 @@ use memmap2::{Mmap, MmapOptions};
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::ptr::NonNull;
 
 /// Window size when none is given. Lines alone over a 400 MB log: 4 MiB
 /// windows 36 ms, 8 MiB 32 ms, 16 MiB 30 ms, 32 MiB 28 ms; each window is
@@ -47,10 +48,25 @@ pub const DEFAULT_WINDOW: usize = 16 << 20;
 /// maps from the page containing the offset where pages are larger).
 const ALIGN: u64 = 4096;
 
-/// The empty window: a zero-length anonymous map (memmap2 maps one byte
-/// for it, since `mmap` refuses length 0; it dereferences to an empty slice).
-fn no_window() -> io::Result<Mmap> {
-    MmapOptions::new().len(0).map_anon()?.make_read_only()
+/// Maps bytes `off..off + len` of `file` (`off` a multiple of [`ALIGN`]),
+/// populated, after checking that the file is not shorter than `file_len`:
+/// a file found shorter than at open would fault on the vanished pages, and
+/// an error is better than SIGBUS where it can still be caught.
+fn map_window(file: &File, file_len: u64, off: u64, len: usize) -> io::Result<Mmap> {
+    let now = file.metadata()?.len();
+    if now < file_len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("file shrank from {file_len} to {now} bytes while being read"),
+        ));
+    }
+    // SAFETY: the mapping is read-only and only ever read, through slices
+    // borrowed from its `MappedLines` that end before the next remap. Its
+    // one hazard, another process truncating the file while it is mapped
+    // (SIGBUS on access), is documented in the module doc and narrowed by
+    // the size check above. Bytes changed in place by another process are
+    // merely read as they are, like read() would.
+    unsafe { MmapOptions::new().offset(off).len(len).populate().map(file) }
 }
 
 /// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
@@ -67,11 +83,18 @@ pub struct MappedLines {
     /// Where reading stops: the file size, or the end of the byte range of
     /// [`MappedLines::open_range`] (a chunk of the parallel reader).
     limit: u64,
-    /// The current window; empty (a zero-length anonymous map, [`no_window`])
-    /// only before the first and between unmapping one and mapping the next,
-    /// so that two windows are never resident together. No `Option`: the
-    /// window's bytes are read on every line without a test.
-    map: Mmap,
+    /// The current window; `None` only between dropping one and mapping the
+    /// next, so that two windows are never resident together. Not an empty
+    /// anonymous map there, as it was: on two threads every `mmap`,
+    /// `munmap` and `mprotect` takes the process's mmap lock for writing and
+    /// may wait for the other thread's populate, and that placeholder was
+    /// three more of them a window (105 of the 192 `mmap` calls of `stats` on
+    /// 2 threads on the 400 MB bench log).
+    map: Option<Mmap>,
+    /// The window's first byte (dangling when there is none), so that the
+    /// bytes are read on every line without a test of `map`. Invariant: while
+    /// `end > 0`, `base..base + end` lies in `map`.
+    base: NonNull<u8>,
     /// File offset of the window's first byte.
     map_off: u64,
     /// Start of the unread part, relative to the window.
@@ -120,15 +143,19 @@ impl MappedLines {
         // The same clamp as LineReader, so both cut at the same lengths.
         let max_line = max_line.max(64);
         let window = window.max(ALIGN as usize + max_line);
+        let (file_len, limit) = (meta.len(), end.min(meta.len()));
+        let off = start & !(ALIGN - 1);
+        let len = (window as u64).min(limit - off) as usize;
+        let Ok(map) = map_window(&file, file_len, off, len) else {
+            return Ok(None);
+        };
         let mut lines = MappedLines {
             file,
-            file_len: meta.len(),
-            limit: end.min(meta.len()),
-            map: match no_window() {
-                Ok(m) => m,
-                Err(_) => return Ok(None),
-            },
-            map_off: start,
+            file_len,
+            limit,
+            map: None,
+            base: NonNull::dangling(),
+            map_off: off,
             pos: 0,
             end: 0,
             window,
@@ -139,9 +166,7 @@ impl MappedLines {
             overlong_lines: 0,
             windows: 0,
         };
-        if lines.remap().is_err() {
-            return Ok(None);
-        }
+        lines.install(map, start - off);
         if start == 0 && lines.data().starts_with(&[0x1f, 0x8b]) {
             return Ok(None);
         }
@@ -156,7 +181,10 @@ impl MappedLines {
 
     #[inline(always)]
     fn data(&self) -> &[u8] {
-        &self.map
+        // SAFETY: `base..base + end` lies in the window `map` holds (the
+        // field's invariant), which lives as long as the borrow of `self`;
+        // with `end == 0` a dangling, aligned pointer makes the empty slice.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.end) }
     }
 
     /// Returns the next line without its `\n` (and without a trailing `\r`).
@@ -279,49 +307,39 @@ impl MappedLines {
     }
 
     /// Maps the window starting at the page that contains the current
-    /// position (the first window at offset 0), dropping the previous one
-    /// first.
+    /// position, then drops the previous one; on an error nothing changes.
     #[cold]
     fn remap(&mut self) -> io::Result<()> {
         let abs = self.map_off + self.pos as u64;
         let off = abs & !(ALIGN - 1);
-        // A file found shorter than at open would fault on the vanished
-        // pages; an error is better than SIGBUS where it can still be caught.
-        let now = self.file.metadata()?.len();
-        if now < self.file_len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("file shrank from {} to {now} bytes while being read", self.file_len),
-            ));
-        }
         let len = (self.window as u64).min(self.limit - off) as usize;
         // The window size guarantees progress; a window that does not reach
         // past the previous one would loop forever, so it is an error.
-        if !self.map.is_empty() && off + len as u64 <= self.map_off + self.end as u64 {
+        if off + len as u64 <= self.map_off + self.end as u64 {
             return Err(io::Error::other("mapped window did not advance"));
         }
         // Unmapped and empty until the new window is in place, so that a
         // failed mapping leaves a consistent (retryable) state.
-        self.map = no_window()?;
+        (self.map, self.base) = (None, NonNull::dangling());
         (self.map_off, self.pos, self.end, self.next_block, self.mask) = (abs, 0, 0, 0, 0);
-        // SAFETY: the mapping is read-only and only ever read, through
-        // slices borrowed from `self` that end before the next remap. Its one
-        // hazard, another process truncating the file while it is mapped
-        // (SIGBUS on access), is documented in the module doc and narrowed by
-        // the size check above. Bytes changed in place by another process are
-        // merely read as they are, like read() would.
-        let map = unsafe { MmapOptions::new().offset(off).len(len).populate().map(&self.file)? };
-        self.map = map;
-        self.windows += 1;
+        let map = map_window(&self.file, self.file_len, off, len)?;
         self.map_off = off;
-        self.pos = (abs - off) as usize;
-        self.end = len;
+        self.install(map, abs - off);
+        Ok(())
+    }
+
+    /// Makes `map` the window, reading on at `pos` (relative to it).
+    fn install(&mut self, map: Mmap, pos: u64) {
+        self.windows += 1;
+        self.base = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        self.end = map.len();
+        self.map = Some(map);
+        self.pos = pos as usize;
         // Restart the scan at the block holding pos, without the newlines
         // before pos.
         self.next_block = self.pos & !63;
         self.mask = block_mask::<false>(&self.data()[self.next_block..self.end]) & (!0u64 << (self.pos & 63));
         self.next_block += 64;
-        Ok(())
     }
 }
 

@@ -345,3 +345,37 @@ fn big_log_progress_and_errors_match() {
     let strip = |s: String| s.replace(&gz.0.display().to_string(), "P").replace(&plain.0.display().to_string(), "P");
     assert_eq!(strip(read_all(&gz.0, true)), strip(read_all(&plain.0, true)));
 }
+
+/// A file cut shorter while it is read: the next window is refused with an
+/// `UnexpectedEof` error naming both sizes (not mapped over vanished pages,
+/// which would raise SIGBUS), the lines already handed out stay valid, and
+/// asking again gives the same error rather than lines from a stale state.
+#[test]
+fn a_file_cut_while_read_is_an_error_at_the_next_window() {
+    let line = [b'x'; 99];
+    let mut data = Vec::new();
+    for _ in 0..200 {
+        data.extend_from_slice(&line);
+        data.push(b'\n');
+    }
+    let file = TempFile::new(&data);
+    let mut m = MappedLines::open_with_window(&file.0, 256, 4096).unwrap().expect("mapped");
+    // The first window's lines (a window is a page here, plus max_line).
+    let mut read = 0;
+    while read < 30 {
+        assert_eq!(m.next_line().unwrap().expect("a line"), &line[..]);
+        read += 1;
+    }
+    // Still beyond the first window, so its pages stay valid.
+    std::fs::OpenOptions::new().write(true).open(&file.0).unwrap().set_len(3 * 4096).unwrap();
+    let err = loop {
+        match m.next_line() {
+            Ok(Some(l)) => assert_eq!(l, &line[..]),
+            Ok(None) => panic!("the end of a file cut from {} bytes", data.len()),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof, "{err}");
+    assert!(err.to_string().contains(&format!("from {} to {}", data.len(), 3 * 4096)), "{err}");
+    assert_eq!(m.next_line().unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+}
