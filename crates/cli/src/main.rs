@@ -327,10 +327,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    heap::install_pool();
     quiet_on_closed_stdout();
     commlens_parquet::quiet_guarded_panics();
     let cli = Cli::parse();
+    // After parsing: `--help`, `--version` and usage errors start no threads.
+    heap::install_pool();
     if cli.wide {
         commlens_export::table::set_text_width(None);
     }
