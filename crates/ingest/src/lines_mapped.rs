@@ -166,7 +166,7 @@ impl MappedLines {
             overlong_lines: 0,
             windows: 0,
         };
-        lines.install(map, start - off);
+        lines.install(map, off, start);
         if start == 0 && lines.data().starts_with(&[0x1f, 0x8b]) {
             return Ok(None);
         }
@@ -306,8 +306,9 @@ impl MappedLines {
         Some(self.next_block - 64 + self.mask.trailing_zeros() as usize)
     }
 
-    /// Maps the window starting at the page that contains the current
-    /// position, then drops the previous one; on an error nothing changes.
+    /// Drops the window, then maps the one starting at the page that contains
+    /// the current position; after an error the source is empty at that
+    /// position, and reading again retries.
     #[cold]
     fn remap(&mut self) -> io::Result<()> {
         let abs = self.map_off + self.pos as u64;
@@ -323,18 +324,19 @@ impl MappedLines {
         (self.map, self.base) = (None, NonNull::dangling());
         (self.map_off, self.pos, self.end, self.next_block, self.mask) = (abs, 0, 0, 0, 0);
         let map = map_window(&self.file, self.file_len, off, len)?;
-        self.map_off = off;
-        self.install(map, abs - off);
+        self.install(map, off, abs);
         Ok(())
     }
 
-    /// Makes `map` the window, reading on at `pos` (relative to it).
-    fn install(&mut self, map: Mmap, pos: u64) {
+    /// Makes `map`, mapped from file offset `off`, the window, reading on at
+    /// file offset `at`.
+    fn install(&mut self, map: Mmap, off: u64, at: u64) {
         self.windows += 1;
+        self.map_off = off;
         self.base = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
         self.end = map.len();
         self.map = Some(map);
-        self.pos = pos as usize;
+        self.pos = (at - off) as usize;
         // Restart the scan at the block holding pos, without the newlines
         // before pos.
         self.next_block = self.pos & !63;
