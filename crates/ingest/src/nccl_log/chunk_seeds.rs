@@ -4,8 +4,7 @@
 
 use super::chunked::chunk_size;
 use super::ReadOptions;
-use crate::lines::LineSource;
-use crate::lines_mapped::{MappedLines, DEFAULT_WINDOW};
+use crate::lines::strip_cr;
 use std::path::Path;
 
 /// How far before a chunk its seeds are looked for:
@@ -36,31 +35,83 @@ pub(super) fn seed_hosts(
     start: u64,
 ) -> std::io::Result<Vec<(u32, Box<[u8]>)>> {
     let from = start.saturating_sub(SEED_BYTES.min(chunk_size(opts) / 4));
-    let Some(mut src) = MappedLines::open_range(path, opts.max_line, DEFAULT_WINDOW, from, start)?
-    else {
+    if from >= start {
         return Ok(Vec::new());
-    };
-    let mut seeds = Seeds::default();
-    // The first line may start mid-way.
-    let skip_first = from != 0;
-    #[cfg(target_arch = "x86_64")]
-    match src.avx2() {
-        // SAFETY: `avx2` gives a source only where the CPU has AVX2.
-        Some(mut fast) => unsafe { seed_lines_avx2(&mut fast, skip_first, &mut seeds)? },
-        None => seed_lines(&mut src, skip_first, &mut seeds)?,
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    seed_lines(&mut src, skip_first, &mut seeds)?;
-    // The cleanest: no other spelling of the pid is a proper suffix
-    // (`stone`, not `stonstone`).
-    let seen = &seeds.seen;
-    let clean = |(pid, h): &(u32, Box<[u8]>)| {
-        !seen.iter().any(|(p, k)| p == pid && k.len() < h.len() && h.ends_with(k))
-    };
-    Ok(seen.iter().filter(|e| clean(e)).cloned().collect())
+    // Read, not mapped: a mapping (and its unmapping) takes the process's
+    // mmap lock for writing, so on two threads each chunk's seeds queued
+    // behind the other worker's window populate (up to ~2 ms a run in the
+    // kernel's lock contention events); a copy of 512 KiB from the page
+    // cache into a buffer each worker keeps is ~30 µs and takes no lock.
+    let file = std::fs::File::open(path)?;
+    SEED_BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        let len = (start - from) as usize;
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let bytes = &mut buf[..len];
+        // A file cut since it was planned: what is left before `start`.
+        let got = read_up_to(&file, bytes, from)?;
+        let mut seeds = Seeds::default();
+        // The first line may start mid-way.
+        let mut skip_first = from != 0;
+        for_each_line(&bytes[..got], opts.max_line.max(64), |line| {
+            if !std::mem::take(&mut skip_first) {
+                seed_line(line, &mut seeds);
+            }
+        });
+        // The cleanest: no other spelling of the pid is a proper suffix
+        // (`stone`, not `stonstone`).
+        let seen = &seeds.seen;
+        let clean = |(pid, h): &(u32, Box<[u8]>)| {
+            !seen.iter().any(|(p, k)| p == pid && k.len() < h.len() && h.ends_with(k))
+        };
+        Ok(seen.iter().filter(|e| clean(e)).cloned().collect())
+    })
 }
 
-/// What [`seed_lines`] found.
+thread_local! {
+    /// The bytes before a chunk, read by [`seed_hosts`]; kept by each worker
+    /// (its pages touched once, not once a chunk).
+    static SEED_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads `buf.len()` bytes at `off`, fewer where the file ends first; how
+/// many it read.
+fn read_up_to(file: &std::fs::File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], off + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Calls `f` with each line of `bytes` as the line readers hand them out
+/// for `max_line` (at least 64): without the newline and a `\r` before it,
+/// a line longer than `max_line` in pieces of `max_line` bytes (kept whole)
+/// and then its rest, the last line also when no newline ends it.
+fn for_each_line(bytes: &[u8], max_line: usize, mut f: impl FnMut(&[u8])) {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let nl = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
+        while nl - pos > max_line {
+            f(&bytes[pos..pos + max_line]);
+            pos += max_line;
+        }
+        let line = &bytes[pos..nl];
+        f(strip_cr(line));
+        pos = nl + 1;
+    }
+}
+
+/// What [`seed_line`] found.
 #[derive(Default)]
 struct Seeds {
     /// (pid, spelling), each once.
@@ -77,50 +128,29 @@ struct Seeds {
     last_hit: usize,
 }
 
-/// Adds the spelling starting each line of `src` to `seeds` (the first line
-/// passed over when `skip_first`).
+/// Adds the spelling starting `line` to `seeds`.
 #[inline(always)]
-fn seed_lines<L: LineSource>(src: &mut L, mut skip_first: bool, seeds: &mut Seeds) -> std::io::Result<()> {
-    while let Some(line) = src.next_line()? {
-        if std::mem::take(&mut skip_first) {
-            continue;
+fn seed_line(line: &[u8], seeds: &mut Seeds) {
+    let key = line.get(..16).map(|k| u128::from_le_bytes(k.try_into().expect("16 bytes")));
+    if let Some(k) = key {
+        if seeds.keys[seeds.last_hit] == k {
+            return;
         }
-        let key = line.get(..16).map(|k| u128::from_le_bytes(k.try_into().expect("16 bytes")));
-        if let Some(k) = key {
-            if seeds.keys[seeds.last_hit] == k {
-                continue;
-            }
-            if let Some(i) = seeds.keys.iter().position(|&x| x == k) {
-                seeds.last_hit = i;
-                continue;
-            }
-        }
-        let Some((pid, host, end)) = line_start_host(line) else { continue };
-        // A line starting with a digit may be read past its first 16 bytes
-        // (`after_timestamp`): never settled by them.
-        if let Some(k) = key.filter(|_| end <= 16 && !line[0].is_ascii_digit()) {
-            seeds.keys[seeds.next_key] = k;
-            seeds.next_key = (seeds.next_key + 1) % RECENT;
-        }
-        if !seeds.seen.iter().any(|(p, h)| *p == pid && &h[..] == host) {
-            seeds.seen.push((pid, host.into()));
+        if let Some(i) = seeds.keys.iter().position(|&x| x == k) {
+            seeds.last_hit = i;
+            return;
         }
     }
-    Ok(())
-}
-
-/// [`seed_lines`] compiled for AVX2 over the mapped source's AVX2 scan.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn seed_lines_avx2(
-    src: &mut crate::lines_mapped::Avx2Lines<'_>,
-    skip_first: bool,
-    seeds: &mut Seeds,
-) -> std::io::Result<()> {
-    seed_lines(src, skip_first, seeds)
+    let Some((pid, host, end)) = line_start_host(line) else { return };
+    // A line starting with a digit may be read past its first 16 bytes
+    // (`after_timestamp`): never settled by them.
+    if let Some(k) = key.filter(|_| end <= 16 && !line[0].is_ascii_digit()) {
+        seeds.keys[seeds.next_key] = k;
+        seeds.next_key = (seeds.next_key + 1) % RECENT;
+    }
+    if !seeds.seen.iter().any(|(p, h)| *p == pid && &h[..] == host) {
+        seeds.seen.push((pid, host.into()));
+    }
 }
 
 /// Line starts [`Seeds::keys`] remembers.
@@ -197,7 +227,51 @@ fn after_timestamp(line: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::line_start_host;
+    use super::{for_each_line, line_start_host};
+    use crate::lines::{LineReader, LineSource};
+
+    /// The lines `for_each_line` hands out are the line reader's for the
+    /// same bytes and `max_line`: CRLF, empty lines, no newline at the end,
+    /// lines of exactly, one under and one over `max_line` (cut in pieces),
+    /// a `\r` at a piece's end and before the newline.
+    #[test]
+    fn lines_as_the_line_reader_gives_them() {
+        let long = |c: u8, n: usize| vec![c; n];
+        let mut cases: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"a".to_vec(),
+            b"a\n".to_vec(),
+            b"\n\n".to_vec(),
+            b"\r\n".to_vec(),
+            b"a\r\nb\r\n\r\nc".to_vec(),
+            b"host:1:2 NCCL INFO x\nhost:1:2 NCCL INFO y\r\n".to_vec(),
+        ];
+        for n in [63, 64, 65, 99, 100, 101, 127, 128, 129, 200, 300] {
+            for end in [&b"\n"[..], b"\r\n", b"", b"\r"] {
+                let mut v = long(b'x', n);
+                v.extend_from_slice(end);
+                v.extend_from_slice(b"next\n");
+                cases.push(v.clone());
+                // A `\r` that falls at the end of a piece.
+                let mut w = long(b'y', n);
+                w[n - 1] = b'\r';
+                w.extend_from_slice(end);
+                cases.push(w);
+            }
+        }
+        for bytes in &cases {
+            for max_line in [0usize, 64, 100] {
+                let mut want = Vec::new();
+                let mut r = LineReader::new(&bytes[..], max_line);
+                while let Some(l) = r.next_line().unwrap() {
+                    want.push(l.to_vec());
+                }
+                let mut got = Vec::new();
+                for_each_line(bytes, max_line.max(64), |l| got.push(l.to_vec()));
+                assert_eq!(got, want, "{max_line}: {}", String::from_utf8_lossy(bytes));
+            }
+        }
+    }
 
     /// The prefixes the parser reads at a line start, with and without
     /// timestamps, and lines that start with none.

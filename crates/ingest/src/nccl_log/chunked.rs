@@ -51,12 +51,17 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// Chunk size when neither [`ReadOptions::chunk_bytes`] nor
-/// `COMMLENS_CHUNK_BYTES` says otherwise, for files of four chunks a worker
-/// or more (smaller files get a chunk of their length over four times the
-/// workers, at least [`MIN_DEFAULT_CHUNK`]). Each chunk costs its seeds, a parser state built
-/// from nothing (hash tables, hosts, queues) and its join; on the 400 MB
-/// bench log, 2 workers, 8 MiB gave 53 chunks, this 22.
-pub const DEFAULT_CHUNK: u64 = 32 << 20;
+/// `COMMLENS_CHUNK_BYTES` says otherwise, for files of three chunks a worker
+/// or more (smaller files get a chunk of their length over three times the
+/// workers, at least [`MIN_DEFAULT_CHUNK`]). Each chunk costs its seeds, a
+/// parser state built from nothing (hash tables, hosts, queues, cold in the
+/// cache) and its join: ~0.8 ms of CPU a chunk (`stats` on the 400 MB bench
+/// log, 1 thread: +17 ms chunked in 22 chunks against sequential). On 2
+/// workers (`rus.py`, 30 interleaved runs, minimum wall time) 32 MiB gave
+/// 22 chunks and 204.5 ms, 48 MiB 20 and 202.1 ms, this 19 and 199.5 ms,
+/// 96 MiB 201.4 ms; the tail stays small (the plan shrinks chunks near the
+/// end, [`step`]).
+pub const DEFAULT_CHUNK: u64 = 64 << 20;
 
 /// The smallest default chunk: files under two of them are read
 /// sequentially.
@@ -104,14 +109,14 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     let file = std::fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let len = meta.len();
-    // Four chunks a worker at least: on the device host's 16 cores the
-    // 400 MB bench log took (medians of 15) 0.116 s in 12.5 MiB chunks,
-    // 0.075 s in 8 MiB ones; 2 workers keep 32 MiB there.
+    // Three chunks a worker at least: on the device host's 16 cores the
+    // 400 MB bench log took (medians of 15) 0.116 s in 12.5 MiB chunks (two
+    // a worker), 0.075 s in 8 MiB ones (8.3 MiB now); 2 workers get 64 MiB.
     let workers = rayon::current_num_threads().max(1) as u64;
     let size = if size_set {
         size
     } else {
-        DEFAULT_CHUNK.min((len / (4 * workers)).max(MIN_DEFAULT_CHUNK))
+        DEFAULT_CHUNK.min((len / (3 * workers)).max(MIN_DEFAULT_CHUNK))
     };
     if !meta.is_file() || len < 2 * size {
         return None;
@@ -123,7 +128,11 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     let mut starts = vec![0u64];
     let mut buf = vec![0u8; (64 << 10).min(size as usize).max(4096)];
     let mut nominal = step(size, len, workers);
-    while nominal < len {
+    // A last chunk under half the tail chunk costs a whole chunk's fixed
+    // work for a few lines (a 0.05 MiB one ended the 400 MB bench log in
+    // 64 MiB chunks): its bytes go to the chunk before it.
+    let merge_below = tail_chunk(size) / 2;
+    while nominal < len && len - nominal >= merge_below {
         // The line start at or after the nominal boundary.
         let mut at = nominal.max(*starts.last().expect("non-empty") + 1) - 1;
         let found = loop {
@@ -153,15 +162,25 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
 }
 
 /// The length of the next chunk when `rest` bytes are left: `size`, but
-/// near the file's end half of what each worker has left (at least
-/// [`TAIL_CHUNK`], or a quarter of `size` where that is smaller), so that
-/// the chunks a worker may still be parsing when the others run out of work
-/// are small. With equal chunks that tail was up to a whole chunk on one
-/// core (`COMMLENS_CHUNK_TRACE=1` on the 400 MB bench log, 48 chunks of
-/// 8 MiB, 2 workers: 2 to 16 ms of ~850 ms); each chunk more costs its
-/// seeds, its fresh parser state and its join (~1.3 M instructions).
+/// near the file's end two thirds of what each worker has left (at least
+/// [`tail_chunk`]), so that the chunks a worker may still be parsing when
+/// the others run out of work are small. With equal chunks that tail was up
+/// to a whole chunk on one core (`COMMLENS_CHUNK_TRACE=1` on the 400 MB
+/// bench log, 48 chunks of 8 MiB, 2 workers: 2 to 16 ms of ~850 ms); each
+/// chunk more costs its seeds, its fresh parser state and its join (~0.8 ms
+/// of CPU). On 2 workers, 64 MiB chunks, a half of what each worker has
+/// left gave 18 chunks (`rus.py`, 30 interleaved runs: min 201.6 ms,
+/// median 210.1), two thirds 14 (201.2, 208.4), all of it 11 (199.2,
+/// 207.9) with the least margin for a worker slowed near the end; the
+/// chunk trace's tail stayed under 2 ms in all three.
 fn step(size: u64, rest: u64, workers: u64) -> u64 {
-    (rest / (2 * workers)).clamp((size / 4).min(TAIL_CHUNK).max(1), size.max(1))
+    (rest * 2 / (3 * workers)).clamp(tail_chunk(size), size.max(1))
+}
+
+/// The smallest step for chunks of `size`: [`TAIL_CHUNK`], or a quarter of
+/// `size` where that is smaller.
+fn tail_chunk(size: u64) -> u64 {
+    (size / 4).min(TAIL_CHUNK).max(1)
 }
 
 /// What [`read_chunked`] gives.
@@ -570,7 +589,7 @@ mod tests {
             for workers in [1u64, 2, 3, 16] {
                 for len in [0u64, 1, size, 3 * size + 1, 50 * size + 17] {
                     let (mut at, mut last, mut n) = (0u64, u64::MAX, 0u64);
-                    let lo = (size / 4).min(super::TAIL_CHUNK).max(1);
+                    let lo = super::tail_chunk(size);
                     while at < len {
                         let s = step(size, len - at, workers);
                         assert!(s >= lo && s <= size.max(1), "{size} {workers} {len}: {s}");
