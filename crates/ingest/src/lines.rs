@@ -252,9 +252,23 @@ pub fn open_maybe_gz(path: &Path) -> io::Result<Box<dyn Read + Send>> {
 }
 
 fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    fill_up_to(buf, |rest, _| f.read(rest))
+}
+
+/// Reads `buf.len()` bytes of `file` at offset `off` (positioned reads:
+/// the file's own position is left alone), fewer where the file ends first;
+/// how many it read.
+pub(crate) fn read_up_to_at(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    fill_up_to(buf, |rest, got| file.read_at(rest, off + got as u64))
+}
+
+/// Fills `buf` by calls of `read(rest of buf, bytes so far)` until it is
+/// full or a call reads nothing; an interrupted call is tried again.
+fn fill_up_to(buf: &mut [u8], mut read: impl FnMut(&mut [u8], usize) -> io::Result<usize>) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match f.read(&mut buf[n..]) {
+        match read(&mut buf[n..], n) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

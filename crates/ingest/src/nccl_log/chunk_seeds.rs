@@ -4,7 +4,7 @@
 
 use super::chunked::chunk_size;
 use super::ReadOptions;
-use crate::lines::strip_cr;
+use crate::lines::{read_up_to_at, strip_cr};
 use std::path::Path;
 
 /// How far before a chunk its seeds are looked for:
@@ -52,7 +52,7 @@ pub(super) fn seed_hosts(
         }
         let bytes = &mut buf[..len];
         // A file cut since it was planned: what is left before `start`.
-        let got = read_up_to(&file, bytes, from)?;
+        let got = read_up_to_at(&file, bytes, from)?;
         let mut seeds = Seeds::default();
         // The first line may start mid-way.
         let mut skip_first = from != 0;
@@ -75,22 +75,6 @@ thread_local! {
     /// The bytes before a chunk, read by [`seed_hosts`]; kept by each worker
     /// (its pages touched once, not once a chunk).
     static SEED_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Reads `buf.len()` bytes at `off`, fewer where the file ends first; how
-/// many it read.
-fn read_up_to(file: &std::fs::File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], off + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// Calls `f` with each line of `bytes` as the line readers hand them out

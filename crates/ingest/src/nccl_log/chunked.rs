@@ -57,10 +57,10 @@ use std::time::Instant;
 /// parser state built from nothing (hash tables, hosts, queues, cold in the
 /// cache) and its join: ~0.8 ms of CPU a chunk (`stats` on the 400 MB bench
 /// log, 1 thread: +17 ms chunked in 22 chunks against sequential). On 2
-/// workers (`rus.py`, 30 interleaved runs, minimum wall time) 32 MiB gave
-/// 22 chunks and 204.5 ms, 48 MiB 20 and 202.1 ms, this 19 and 199.5 ms,
-/// 96 MiB 201.4 ms; the tail stays small (the plan shrinks chunks near the
-/// end, [`step`]).
+/// workers (`rus.py`, 30 interleaved runs, minimum wall time, with the
+/// earlier tail of half a worker's share) 32 MiB gave 22 chunks and
+/// 204.5 ms, 48 MiB 20 and 202.1 ms, this 19 and 199.5 ms, 96 MiB
+/// 201.4 ms; with [`step`]'s tail now, 14 chunks.
 pub const DEFAULT_CHUNK: u64 = 64 << 20;
 
 /// The smallest default chunk: files under two of them are read
@@ -578,7 +578,37 @@ unsafe fn chunk_lines_avx2(
 
 #[cfg(test)]
 mod tests {
-    use super::step;
+    use super::{plan, step, tail_chunk};
+    use crate::nccl_log::ReadOptions;
+
+    /// The plan covers the file with ranges that start at line starts, and
+    /// its last range is never a sliver: a remainder under half the tail
+    /// chunk joins the range before it (less at most a line, as boundaries
+    /// move to the next line start). Files of 100-byte lines whose lengths
+    /// put the last nominal boundary at every distance from the end.
+    #[test]
+    fn plans_end_without_a_sliver() {
+        let dir = std::env::temp_dir().join(format!("commlens-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lines.log");
+        let size = 4096u64;
+        let opts = ReadOptions { chunk_bytes: Some(size), ..ReadOptions::default() };
+        let line = [&[b'x'; 99][..], b"\n"].concat();
+        for n in 90..200 {
+            let bytes = line.repeat(n);
+            std::fs::write(&path, &bytes).unwrap();
+            let ranges = plan(&path, &opts).expect("chunked");
+            assert_eq!(ranges.first().unwrap().0, 0);
+            assert_eq!(ranges.last().unwrap().1, bytes.len() as u64);
+            for w in ranges.windows(2) {
+                assert_eq!(w[0].1, w[1].0, "{n}: contiguous");
+                assert_eq!(bytes[w[1].0 as usize - 1], b'\n', "{n}: a line start");
+            }
+            let (a, b) = *ranges.last().unwrap();
+            assert!(b - a + line.len() as u64 > tail_chunk(size) / 2, "{n} lines: last range {}", b - a);
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     /// Near the end the steps shrink, never below a quarter of the size (or
     /// the tail chunk) nor above the size, and a file of any length is
