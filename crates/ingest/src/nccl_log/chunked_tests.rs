@@ -1,0 +1,57 @@
+//! Tests of [`super`]: the chunk plan (its steps near the end, its last range).
+
+use super::{plan, step, tail_chunk};
+use crate::nccl_log::ReadOptions;
+
+/// The plan covers the file with ranges that start at line starts, and
+/// its last range is never a sliver: a remainder under half the tail
+/// chunk joins the range before it (less at most a line, as boundaries
+/// move to the next line start). Files of 100-byte lines whose lengths
+/// put the last nominal boundary at every distance from the end.
+#[test]
+fn plans_end_without_a_sliver() {
+    let dir = std::env::temp_dir().join(format!("commlens-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lines.log");
+    let size = 4096u64;
+    let opts = ReadOptions { chunk_bytes: Some(size), ..ReadOptions::default() };
+    let line = [&[b'x'; 99][..], b"\n"].concat();
+    for n in 90..200 {
+        let bytes = line.repeat(n);
+        std::fs::write(&path, &bytes).unwrap();
+        let ranges = plan(&path, &opts).expect("chunked");
+        assert_eq!(ranges.first().unwrap().0, 0);
+        assert_eq!(ranges.last().unwrap().1, bytes.len() as u64);
+        for w in ranges.windows(2) {
+            assert_eq!(w[0].1, w[1].0, "{n}: contiguous");
+            assert_eq!(bytes[w[1].0 as usize - 1], b'\n', "{n}: a line start");
+        }
+        let (a, b) = *ranges.last().unwrap();
+        assert!(b - a + line.len() as u64 > tail_chunk(size) / 2, "{n} lines: last range {}", b - a);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Near the end the steps shrink, never below a quarter of the size (or
+/// the tail chunk) nor above the size, and a file of any length is
+/// covered in finitely many steps.
+#[test]
+fn steps_shrink_near_the_end_within_bounds() {
+    for size in [1u64, 7, 64 << 10, 8 << 20, 32 << 20] {
+        for workers in [1u64, 2, 3, 16] {
+            for len in [0u64, 1, size, 3 * size + 1, 50 * size + 17] {
+                let (mut at, mut last, mut n) = (0u64, u64::MAX, 0u64);
+                let lo = super::tail_chunk(size);
+                while at < len {
+                    let s = step(size, len - at, workers);
+                    assert!(s >= lo && s <= size.max(1), "{size} {workers} {len}: {s}");
+                    assert!(s <= last, "{size} {workers} {len}: steps grow");
+                    last = s;
+                    at += s;
+                    n += 1;
+                }
+                assert!(n <= len / size.max(1) + 4 * 2 * workers + 8, "{size} {workers} {len}: {n} steps");
+            }
+        }
+    }
+}
