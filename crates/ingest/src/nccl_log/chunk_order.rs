@@ -196,7 +196,7 @@ impl<S> Joiner<S> {
         if self.lines >= sniff && self.first_nccl.is_none_or(|l| l > sniff) {
             return Err(not_nccl(sniff));
         }
-        let mut report = parser.report;
+        let (mut table, mut report) = parser.into_table_report();
         report.path = path.display().to_string();
         report.bytes = job.ranges.last().map_or(0, |r| r.1);
         report.lines = self.lines;
@@ -207,7 +207,6 @@ impl<S> Joiner<S> {
         if let (Some(scan), Some(b)) = (self.bench.take(), &job.opts.bench_tables) {
             b.put(path, scan);
         }
-        let mut table = parser.table;
         table.sources.push(report.path.clone());
         if keep {
             let mut per_dev = self.per_dev;

@@ -212,7 +212,7 @@ fn after_timestamp(line: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::{for_each_line, line_start_host};
-    use crate::lines::{LineReader, LineSource};
+    use crate::lines::LineReader;
 
     /// The lines `for_each_line` hands out are the line reader's for the
     /// same bytes and `max_line`: CRLF, empty lines, no newline at the end,

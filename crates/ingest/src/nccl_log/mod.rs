@@ -168,7 +168,7 @@ fn read_lines<L: LineSource, const INLINE_FEED: bool>(
         }
     }
     parser.finish(sink);
-    let mut report = parser.report;
+    let (mut table, mut report) = parser.into_table_report();
     report.path = path.display().to_string();
     report.bytes = reader.bytes_read();
     report.lines = reader.line_no();
@@ -195,7 +195,6 @@ fn read_lines<L: LineSource, const INLINE_FEED: bool>(
     if let (Some(scan), Some(b)) = (bench, &opts.bench_tables) {
         b.put(path, scan);
     }
-    let mut table = parser.table;
     table.sources.push(report.path.clone());
     Ok((table, report))
 }
