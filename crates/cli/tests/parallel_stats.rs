@@ -1,5 +1,5 @@
 //! `commlens stats --format json` reads one large log in chunks on all cores
-//! (`COMMLENS_CHUNK_BYTES`, 8 MiB by default; `0` reads sequentially). The
+//! (`COMMLENS_CHUNK_BYTES`, 64 MiB by default; `0` reads sequentially). The
 //! promise: the output is byte for byte the one of the sequential reader.
 //! Small chunks (1 KiB and 4 KiB) put chunk boundaries inside every construct
 //! the logs hold; every real log and a generated interleaved log of 64
@@ -132,5 +132,77 @@ fn a_generated_interleaved_log_gives_the_same_stats_in_chunks() {
         "a log of many chunks"
     );
     assert!(check(&combined).0, "stats read the generated log");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The chunk trace's summary line (`COMMLENS_CHUNK_TRACE=1`) of a run:
+/// (chunks, largest chunk in MiB, workers), or `None` when the file was read
+/// sequentially (no trace).
+fn chunk_plan(err: &str) -> Option<(usize, f64, usize)> {
+    // "chunk trace: 14 chunks (2.00..63.63 MiB, last 2.97 MiB), 2 workers; read …"
+    let line = err.lines().find(|l| l.starts_with("chunk trace: ") && l.contains(" chunks ("))?;
+    let rest = &line["chunk trace: ".len()..];
+    let (n, rest) = rest.split_once(" chunks (")?;
+    let (range, rest) = rest.split_once(" MiB, last ")?;
+    let largest = range.split_once("..")?.1;
+    let workers = rest.split_once("), ")?.1.split_once(" workers")?.0;
+    Some((n.parse().ok()?, largest.parse().ok()?, workers.parse().ok()?))
+}
+
+/// `stats --format json FILE` with `env` set (and the chunk trace on):
+/// (stdout, stderr); it must succeed.
+fn stats_env(file: &Path, env: &[(&str, &str)]) -> (String, String) {
+    let mut cmd = common::commlens_cmd(&["stats", file.to_str().expect("a UTF-8 path"), "--format", "json"]);
+    cmd.env_remove("COMMLENS_CHUNK_BYTES").env("COMMLENS_CHUNK_TRACE", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let r = common::run_limited(cmd, 300, "commlens stats");
+    assert_eq!(r.code, 0, "{env:?}: {}", r.err);
+    (r.out, r.err)
+}
+
+/// README: a large plain log (two chunks or more) is read in chunks on all
+/// cores, `COMMLENS_CHUNK_BYTES` of them (default 64 MiB, smaller where that
+/// would give fewer than three chunks a core, at least 8 MiB), `0` reads
+/// sequentially, `RAYON_NUM_THREADS` sets the cores (and one core reads
+/// sequentially unless a size is set). The plan each way, as the binary's
+/// chunk trace reports it, on a generated log of over 16 MiB; the output
+/// is the same every way.
+#[test]
+fn the_binary_plans_chunks_as_the_readme_says() {
+    let mut cfg = RunConfig { tp: 4, pp: 2, dp: 4, iterations: 40, ..RunConfig::default() };
+    cfg.interleave = true;
+    let run = generate(&cfg);
+    let dir = common::temp_dir("parallel-stats", "plan");
+    write_to_dir(&run, &dir).unwrap();
+    let log = dir.join(&run.truth.combined.as_ref().unwrap().file);
+    let len = std::fs::metadata(&log).unwrap().len();
+    println!("generated log: {:.1} MiB", len as f64 / (1 << 20) as f64);
+    assert!(len > 17 << 20 && len < 48 << 20, "a log of 17-48 MiB: {len} bytes");
+    let mib = len as f64 / (1 << 20) as f64;
+    // Two cores: 8 MiB chunks (a sixth of the file is under the 8 MiB floor),
+    // shrinking near the end.
+    let (want, err) = stats_env(&log, &[("RAYON_NUM_THREADS", "2")]);
+    let (n, largest, workers) = chunk_plan(&err).expect("read in chunks on 2 cores");
+    assert_eq!(workers, 2, "{err}");
+    assert!(largest <= 8.01 && largest > 7.9, "largest chunk {largest} MiB: {err}");
+    assert!(n as f64 >= (mib / 8.0).ceil(), "{n} chunks of a {mib:.1} MiB file: {err}");
+    // A size set: chunks of it (and smaller near the end), even on one core.
+    for threads in ["2", "1"] {
+        let (out, err) = stats_env(&log, &[("RAYON_NUM_THREADS", threads), ("COMMLENS_CHUNK_BYTES", "2097152")]);
+        let (n, largest, workers) = chunk_plan(&err).expect("a size set chunks");
+        assert_eq!(workers.to_string(), threads, "{err}");
+        assert!(largest <= 2.01, "largest chunk {largest} MiB: {err}");
+        assert!(n as f64 >= (mib / 2.0).ceil(), "{n} chunks: {err}");
+        assert!(out == want, "2 MiB chunks on {threads} threads: stdout differs");
+    }
+    // Sequential: `0`, and one core without a size.
+    let sequential: [&[(&str, &str)]; 2] = [&[("RAYON_NUM_THREADS", "2"), ("COMMLENS_CHUNK_BYTES", "0")], &[("RAYON_NUM_THREADS", "1")]];
+    for env in sequential {
+        let (out, err) = stats_env(&log, env);
+        assert_eq!(chunk_plan(&err), None, "{env:?} read sequentially: {err}");
+        assert!(out == want, "{env:?}: stdout differs");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
