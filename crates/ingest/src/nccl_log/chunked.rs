@@ -60,7 +60,7 @@ use std::time::Instant;
 /// workers (`rus.py`, 30 interleaved runs, minimum wall time, with the
 /// earlier tail of half a worker's share) 32 MiB gave 22 chunks and
 /// 204.5 ms, 48 MiB 20 and 202.1 ms, this 19 and 199.5 ms, 96 MiB
-/// 201.4 ms; with [`step`]'s tail now, 14 chunks.
+/// 201.4 ms; with [`step`]'s tail, 14 chunks (16 since `TAIL_CHUNK` is 1 MiB).
 pub const DEFAULT_CHUNK: u64 = 64 << 20;
 
 /// The smallest default chunk: files under two of them are read

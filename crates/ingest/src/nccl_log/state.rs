@@ -412,6 +412,7 @@ impl LogParser {
             }
         }
     }
+
     /// The table and the report, once [`LogParser::finish`]ed; the rest of
     /// the parser (per-process maps, thread queues, host memos) is freed on
     /// another thread of the pool. Freed here it was ~0.7 ms of the end of
