@@ -234,3 +234,108 @@ fn a_thread_driving_two_gpus_is_folded_not_read_again() {
     }
     assert!(moved > 100, "{moved} chunks");
 }
+
+/// Reasons the join gave for reading chunks of `file` again, over `sizes`.
+fn replay_reasons(file: &Path, sizes: &[u64]) -> Vec<(&'static str, usize)> {
+    let mut all = Vec::new();
+    for &size in sizes {
+        let Some(ranges) = plan(file, &opts(size)) else {
+            continue;
+        };
+        let c = read_chunked(file, &opts(size), &ranges, false, &|| (), &|_: &mut (), _| {}).unwrap();
+        all.extend(c.reasons);
+    }
+    all
+}
+
+/// Init blocks as NCCL prints them (START, then per thread ring orders,
+/// connections and trees, then COMPLETE, then operations), for 2 processes
+/// of 2 threads and 12 communicators each: chunks of 512 B to 4 KiB cut
+/// them everywhere. A boundary between a thread's START and its COMPLETE
+/// used to send the chunk back to the join ("a communicator init spans the
+/// boundary": the channel lines after it went to the handle the thread was
+/// initializing, which the chunk could not know); the chunk now holds them
+/// until the COMPLETE line names that handle, and the fold appends them, as
+/// the sequential read attached them. Same table, report and fold.
+#[test]
+fn init_blocks_cut_by_boundaries_are_folded_not_read_again() {
+    let mut log = String::new();
+    for comm in 0..12u64 {
+        for (pid, tid) in [(100u32, 110u32), (100, 111), (200, 210), (200, 211)] {
+            let rank = (pid / 100 - 1) * 2 + tid % 10;
+            let dev = tid % 10;
+            let p = format!("node{}:{pid}:{tid} [{dev}] NCCL INFO ", pid / 100);
+            let ptr = 0x5000 + comm * 0x100 + rank as u64;
+            let head = format!("{p}ncclCommInitRank comm {ptr:#x} rank {rank} nranks 4 cudaDev {dev} nvmlDev {dev} busId {dev}000 commId 0x{comm:x}77");
+            log += &format!("{head} - Init START\n");
+            for ch in 0..6 {
+                let order = if (ch + comm) % 2 == 0 { "0 1 2 3" } else { "3 2 1 0" };
+                log += &format!("{p}Channel {ch:02}/06 :    {order}\n");
+                log += &format!("{p}Channel {ch:02}/0 : {rank}[{dev}] -> {}[{dev}] via P2P/IPC\n", (rank + 1) % 4);
+                log += &format!("{p}Trees [{ch}] -1/-1/-1->{rank}->{}\n", (rank + 3) % 4);
+            }
+            log += &format!("{head} - Init COMPLETE\n");
+            for op in 0..3 {
+                log += &format!(
+                    "{p}AllReduce: opCount {op:x} sendbuff 0x7f00 recvbuff 0x7f00 count {} datatype 7 op 0 root 0 comm {ptr:#x} [nranks=4] stream 0x9\n",
+                    1024 << (comm % 5)
+                );
+            }
+        }
+    }
+    let dir = tmpdir("init-blocks");
+    let file = dir.join("init.log");
+    std::fs::write(&file, &log).unwrap();
+    let sizes = [512, 700, 1 << 10, 1500, 2 << 10, 4 << 10];
+    let (chunks, _) = check_identical(&file, &sizes);
+    let reasons = replay_reasons(&file, &sizes);
+    assert!(chunks > 200, "{chunks} chunks");
+    assert!(
+        !reasons.iter().any(|(why, _)| why.contains("communicator init")),
+        "{reasons:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A thread holds channel lines until it names its communicator, at most
+/// 4,096 of them (the sequential read drops the rest), and attaches them
+/// straight to the communicator it is initializing. Held lines on both
+/// sides of a boundary are kept to that cap in file order, and a chunk that
+/// dropped lines the true thread would have attached is read again. Ring
+/// orders of channel 0, every 16th line a tree of a new channel (the first
+/// line of a channel's tree is the one kept, so a dropped line shows):
+/// 5,000 lines before the thread's first communicator line (no START: held,
+/// the last 904 dropped), 9,500 and 16,000 after its START (all attached),
+/// then 5,000 operations. In 256 KiB chunks on 2 workers (~4,950 lines
+/// each) the second chunk holds over 4,096 of them, before the COMPLETE
+/// line or with none. Same table as the sequential read at every boundary.
+#[test]
+fn lines_held_across_a_boundary_keep_one_cap() {
+    let p = "node1:100:110 [0] NCCL INFO ";
+    let head = format!("{p}ncclCommInitRank comm 0x5000 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x77");
+    let dir = tmpdir("held-cap");
+    // The plan's chunk sizes depend on the workers: two, as on CI.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    for (start, n, ops) in [(false, 5000, 1), (true, 9500, 5000), (true, 16_000, 5000)] {
+        let mut log = String::new();
+        if start {
+            log += &format!("{head} - Init START\n");
+        }
+        for i in 0..n {
+            if i % 16 == 15 {
+                log += &format!("{p}Trees [{}] -1/-1/-1->0->1\n", i / 16);
+            } else {
+                log += &format!("{p}Channel 00/32 :    0 1\n");
+            }
+        }
+        log += &format!("{head} - Init COMPLETE\n");
+        for op in 0..ops {
+            log += &format!("{p}AllReduce: opCount {op:x} sendbuff 0x7f00 recvbuff 0x7f00 count 64 datatype 7 op 0 root 0 comm 0x5000 [nranks=2] stream 0x9\n");
+        }
+        let file = dir.join(format!("held-{start}-{n}.log"));
+        std::fs::write(&file, &log).unwrap();
+        let (chunks, _) = pool.install(|| check_identical(&file, &[16 << 10, 64 << 10, 256 << 10]));
+        assert!(chunks > 4, "{chunks} chunks");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

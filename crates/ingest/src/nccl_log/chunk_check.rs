@@ -6,6 +6,7 @@
 //! case handled here instead is speed, never a different result.
 
 use super::state::{LogParser, ThreadState};
+use super::state_comms::MAX_BACKLOG;
 use super::state_ops::{MAX_PENDING, MAX_UNTUNED};
 use commlens_core::model::ProcIdx;
 use commlens_core::{CommIdx, DataType, RedOp};
@@ -87,7 +88,13 @@ impl LogParser {
                         .get(&ptr)
                         .is_some_and(|lc| spec.comms[lc.ix()].init_touched)
                 });
-                if let Some(why) = init_refusal(lt, tt, also_here) {
+                // The thread's first communicator line here names the handle
+                // the true thread is initializing.
+                let names_true_init = match (&lt.spec.first_comm, tt.init_comm) {
+                    (Some(f), Some(c)) => chunk.table.comms[f.comm.ix()].ptr == self.table.comms[c.ix()].ptr,
+                    _ => false,
+                };
+                if let Some(why) = init_refusal(lt, tt, also_here, names_true_init) {
                     return Some(why);
                 }
                 if let (Some(f), true) = (
@@ -211,8 +218,9 @@ impl LogParser {
 /// replays the rest).
 /// `also_here`: the chunk wrote init lines to the handle the true thread is
 /// initializing. Lines the fold attaches to a handle must not need to
-/// interleave with lines the chunk attached to it.
-fn init_refusal(lt: &ThreadState, tt: &ThreadState, also_here: bool) -> Option<&'static str> {
+/// interleave with lines the chunk attached to it. `names_true_init`: the
+/// thread's first communicator line here names that handle.
+fn init_refusal(lt: &ThreadState, tt: &ThreadState, also_here: bool, names_true_init: bool) -> Option<&'static str> {
     if !lt.init_touched {
         return None;
     }
@@ -222,8 +230,25 @@ fn init_refusal(lt: &ThreadState, tt: &ThreadState, also_here: bool) -> Option<&
     let held = !tt.init_backlog.is_empty() || tt.tuning_backlog.is_some();
     let spans = match &lt.spec.first_comm {
         // The chunk's lines go to the true thread's handle, or are held.
-        None => tt.init_comm.is_some() && also_here,
-        Some(first) => (tt.init_comm.is_some() && !first.pre_empty) || (held && !first.fresh),
+        // (Where the chunk held lines up to the cap, it may have dropped
+        // some that the true thread attaches.)
+        None => tt.init_comm.is_some() && (also_here || lt.init_backlog.len() >= MAX_BACKLOG),
+        Some(first) => {
+            // An init begun before the chunk (its START line there, its
+            // channel lines on both sides, its COMPLETE line here: every
+            // boundary inside an init block). The lines before the first
+            // communicator line here went to that handle in file order; the
+            // chunk held them and gave them to the handle the line names,
+            // the same one, which held nothing else yet, so the fold's
+            // append (`append_channels`, `append_tuning`) puts them where
+            // the sequential read does, unless the hold dropped some at its
+            // cap. (The bench log's only refusal on 2 workers, a 1 MiB chunk
+            // read again at the very end of the read.)
+            let continues = names_true_init && first.fresh && (first.held as usize) < MAX_BACKLOG;
+            // Held lines of both sides are kept to one cap in file order.
+            let overflows = held && tt.init_backlog.len() + first.held as usize > MAX_BACKLOG;
+            (tt.init_comm.is_some() && !first.pre_empty && !continues) || (held && !first.fresh) || overflows
+        }
     };
     spans.then_some("a communicator init spans the boundary")
 }

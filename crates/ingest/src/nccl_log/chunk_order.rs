@@ -133,6 +133,9 @@ impl<S> Joiner<S> {
             Err(why) => {
                 // Read again, line by line, after everything before it.
                 self.replayed += 1;
+                if super::chunk_trace::enabled() {
+                    eprintln!("chunk trace: chunk {} read again by the join: {why}", self.next);
+                }
                 match self.reasons.iter_mut().find(|r| r.0 == why) {
                     Some(r) => r.1 += 1,
                     None => self.reasons.push((why, 1)),

@@ -71,6 +71,9 @@ pub(crate) struct FirstComm {
     pub(crate) fresh: bool,
     /// The thread had printed no channel or tuning line before it here.
     pub(crate) pre_empty: bool,
+    /// The channel lines it held before it here (at most `MAX_BACKLOG`:
+    /// at the cap, lines may have been dropped).
+    pub(crate) held: u32,
 }
 
 impl ThreadSpec {

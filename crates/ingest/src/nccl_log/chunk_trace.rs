@@ -17,9 +17,15 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Whether `COMMLENS_CHUNK_TRACE=1` is set.
+/// Whether `COMMLENS_CHUNK_TRACE` is `1` (the summary) or `2` (the summary
+/// and one line a chunk: its bytes and its parse and join CPU time).
 pub(super) fn enabled() -> bool {
-    std::env::var_os("COMMLENS_CHUNK_TRACE").is_some_and(|v| v == "1")
+    std::env::var_os("COMMLENS_CHUNK_TRACE").is_some_and(|v| v == "1" || v == "2")
+}
+
+/// Whether `COMMLENS_CHUNK_TRACE=2` asks for a line a chunk.
+fn per_chunk() -> bool {
+    std::env::var_os("COMMLENS_CHUNK_TRACE").is_some_and(|v| v == "2")
 }
 
 /// One read's trace: its start, its workers' figures as they finish, and
@@ -159,6 +165,18 @@ impl Trace {
             ms(after)
         );
         let cpu = self.cpu.into_inner().expect("trace");
+        if per_chunk() {
+            for (r, c) in chunks.iter().zip(&cpu) {
+                eprintln!(
+                    "chunk trace: chunk {:>3} at {:>8.2} MiB, {:>6.2} MiB: parse {:6.2} ms, join {:5.2} ms (CPU)",
+                    c.0,
+                    r.0 as f64 / 1048576.0,
+                    (r.1 - r.0) as f64 / 1048576.0,
+                    ms(c.1),
+                    ms(c.2)
+                );
+            }
+        }
         let costs: Vec<f64> = cpu.iter().map(|c| ms(c.1 + c.2)).collect();
         let total: f64 = costs.iter().sum();
         let n = ws.len().max(1);

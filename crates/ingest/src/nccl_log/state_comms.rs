@@ -131,6 +131,7 @@ impl LogParser {
                 comm: c,
                 fresh: m.rings.is_empty() && m.connections.is_empty() && m.trees.is_empty() && m.tuning.is_none(),
                 pre_empty: thread.init_backlog.is_empty() && thread.tuning_backlog.is_none(),
+                held: thread.init_backlog.len() as u32,
             });
         }
         if l.phase == Some(InitPhase::Complete) {
