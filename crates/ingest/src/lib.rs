@@ -26,6 +26,7 @@ pub mod kind;
 pub mod kineto;
 pub mod lines;
 pub mod lines_mapped;
+mod lines_windows;
 pub mod load_any;
 pub mod merge;
 pub mod nccl_log;

@@ -8,6 +8,9 @@
 //! through a buffer: the file is mapped in windows of a fixed size
 //! (16 MiB by default), each one dropped (unmapped) before the next is mapped,
 //! so resident memory stays bounded by one window whatever the file size.
+//! The parallel reader's chunks read their windows inside one mapping of the
+//! whole file instead ([`MappedLines::open_shared`], [`SharedMap`] in
+//! `lines_windows`), populated and released with `madvise`.
 //! Newlines are found 64 bytes at a time as a bit mask (one SSE2 compare per
 //! 16 bytes; per 32 bytes in [`Avx2Lines`], the same source scanned with
 //! AVX2 where the CPU has it), each line then taking the mask's lowest bit, not with one
@@ -33,7 +36,9 @@
 //! while being read is read up to its size at open.
 
 use crate::lines::{open_maybe_gz, strip_cr, LineReader, LineSource};
-use memmap2::{Mmap, MmapOptions};
+pub use crate::lines_windows::SharedMap;
+use crate::lines_windows::{map_window, ALIGN};
+use memmap2::Mmap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
@@ -43,31 +48,6 @@ use std::ptr::NonNull;
 /// windows 36 ms, 8 MiB 32 ms, 16 MiB 30 ms, 32 MiB 28 ms; each window is
 /// resident while read, so larger ones trade memory for little.
 pub const DEFAULT_WINDOW: usize = 16 << 20;
-
-/// Windows start at multiples of this (the smallest common page size; memmap2
-/// maps from the page containing the offset where pages are larger).
-const ALIGN: u64 = 4096;
-
-/// Maps bytes `off..off + len` of `file` (`off` a multiple of [`ALIGN`]),
-/// populated, after checking that the file is not shorter than `file_len`:
-/// a file found shorter than at open would fault on the vanished pages, and
-/// an error is better than SIGBUS where it can still be caught.
-fn map_window(file: &File, file_len: u64, off: u64, len: usize) -> io::Result<Mmap> {
-    let now = file.metadata()?.len();
-    if now < file_len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("file shrank from {file_len} to {now} bytes while being read"),
-        ));
-    }
-    // SAFETY: the mapping is read-only and only ever read, through slices
-    // borrowed from its `MappedLines` that end before the next remap. Its
-    // one hazard, another process truncating the file while it is mapped
-    // (SIGBUS on access), is documented in the module doc and narrowed by
-    // the size check above. Bytes changed in place by another process are
-    // merely read as they are, like read() would.
-    unsafe { MmapOptions::new().offset(off).len(len).populate().map(file) }
-}
 
 /// `COMMLENS_NO_MMAP` set to anything but empty or `0`: the escape hatch for
 /// files that may be truncated while read (see the module doc).
@@ -84,13 +64,19 @@ pub struct MappedLines {
     /// [`MappedLines::open_range`] (a chunk of the parallel reader).
     limit: u64,
     /// The current window; `None` only between dropping one and mapping the
-    /// next, so that two windows are never resident together. Not an empty
+    /// next, so that two windows are never resident together (and always
+    /// with `shared`). Not an empty
     /// anonymous map there, as it was: on two threads every `mmap`,
     /// `munmap` and `mprotect` takes the process's mmap lock for writing and
     /// may wait for the other thread's populate, and that placeholder was
     /// three more of them a window (105 of the 192 `mmap` calls of `stats` on
     /// 2 threads on the 400 MB bench log).
     map: Option<Mmap>,
+    /// The whole file mapped once, shared by the parallel reader's chunks
+    /// ([`MappedLines::open_shared`]): windows are populated and released
+    /// with `madvise` inside it, not mapped and unmapped (see
+    /// [`SharedMap`]). `None`: windows of their own.
+    shared: Option<SharedMap>,
     /// The window's first byte (dangling when there is none), so that the
     /// bytes are read on every line without a test of `map`. Invariant: while
     /// `end > 0`, `base..base + end` lies in `map`.
@@ -135,6 +121,16 @@ impl MappedLines {
     /// `bytes_read` counts from the file's start. `Ok(None)` as for
     /// [`MappedLines::open`] (an empty range included).
     pub fn open_range(path: &Path, max_line: usize, window: usize, start: u64, end: u64) -> io::Result<Option<MappedLines>> {
+        MappedLines::open_in(path, None, max_line, window, start, end)
+    }
+
+    /// [`MappedLines::open_range`] with its windows in `shared`, the whole
+    /// file mapped once (see [`SharedMap`]).
+    pub fn open_shared(path: &Path, shared: &SharedMap, max_line: usize, window: usize, start: u64, end: u64) -> io::Result<Option<MappedLines>> {
+        MappedLines::open_in(path, Some(shared.clone()), max_line, window, start, end)
+    }
+
+    fn open_in(path: &Path, shared: Option<SharedMap>, max_line: usize, window: usize, start: u64, end: u64) -> io::Result<Option<MappedLines>> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         if !meta.is_file() || meta.len() == 0 || start >= end.min(meta.len()) {
@@ -143,10 +139,20 @@ impl MappedLines {
         // The same clamp as LineReader, so both cut at the same lengths.
         let max_line = max_line.max(64);
         let window = window.max(ALIGN as usize + max_line);
-        let (file_len, limit) = (meta.len(), end.min(meta.len()));
+        let (file_len, limit) = match &shared {
+            Some(m) => (m.len, end.min(m.len)),
+            None => (meta.len(), end.min(meta.len())),
+        };
+        if start >= limit {
+            return Ok(None);
+        }
         let off = start & !(ALIGN - 1);
         let len = (window as u64).min(limit - off) as usize;
-        let Ok(map) = map_window(&file, file_len, off, len) else {
+        let map = match &shared {
+            Some(m) => m.window(&file, off, len).map(|_| None),
+            None => map_window(&file, file_len, off, len).map(Some),
+        };
+        let Ok(map) = map else {
             return Ok(None);
         };
         let mut lines = MappedLines {
@@ -154,6 +160,7 @@ impl MappedLines {
             file_len,
             limit,
             map: None,
+            shared: None,
             base: NonNull::dangling(),
             map_off: off,
             pos: 0,
@@ -166,7 +173,8 @@ impl MappedLines {
             overlong_lines: 0,
             windows: 0,
         };
-        lines.install(map, off, start);
+        lines.shared = shared;
+        lines.install(map, off, len, start);
         if start == 0 && lines.data().starts_with(&[0x1f, 0x8b]) {
             return Ok(None);
         }
@@ -321,27 +329,50 @@ impl MappedLines {
         }
         // Unmapped and empty until the new window is in place, so that a
         // failed mapping leaves a consistent (retryable) state.
+        let (old_off, old_end) = (self.map_off, self.map_off + self.end as u64);
         (self.map, self.base) = (None, NonNull::dangling());
         (self.map_off, self.pos, self.end, self.next_block, self.mask) = (abs, 0, 0, 0, 0);
-        let map = map_window(&self.file, self.file_len, off, len)?;
-        self.install(map, off, abs);
+        let map = match &self.shared {
+            Some(m) => {
+                // The old window's pages before the new one go.
+                m.release(old_off, off.min(old_end));
+                m.window(&self.file, off, len)?;
+                None
+            }
+            None => Some(map_window(&self.file, self.file_len, off, len)?),
+        };
+        self.install(map, off, len, abs);
         Ok(())
     }
 
     /// Makes `map`, mapped from file offset `off`, the window, reading on at
     /// file offset `at`.
-    fn install(&mut self, map: Mmap, off: u64, at: u64) {
+    fn install(&mut self, map: Option<Mmap>, off: u64, len: usize, at: u64) {
         self.windows += 1;
         self.map_off = off;
-        self.base = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
-        self.end = map.len();
-        self.map = Some(map);
+        let ptr = match (&map, &self.shared) {
+            (Some(m), _) => m.as_ptr(),
+            // SAFETY: `off + len` is within the shared map (`window` checked it).
+            (None, Some(s)) => unsafe { s.map.as_ptr().add(off as usize) },
+            (None, None) => unreachable!("a window is mapped or shared"),
+        };
+        self.base = NonNull::new(ptr.cast_mut()).unwrap_or(NonNull::dangling());
+        self.end = len;
+        self.map = map;
         self.pos = (at - off) as usize;
         // Restart the scan at the block holding pos, without the newlines
         // before pos.
         self.next_block = self.pos & !63;
         self.mask = block_mask::<false>(&self.data()[self.next_block..self.end]) & (!0u64 << (self.pos & 63));
         self.next_block += 64;
+    }
+}
+
+impl Drop for MappedLines {
+    fn drop(&mut self) {
+        if let Some(m) = &self.shared {
+            m.release(self.map_off, self.map_off + self.end as u64);
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 mod common;
 
 use commlens_ingest::lines::{LineReader, LineSource};
-use commlens_ingest::lines_mapped::MappedLines;
+use commlens_ingest::lines_mapped::{MappedLines, SharedMap};
 use commlens_ingest::nccl_log::{read_path, ReadOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +81,12 @@ fn check(data: &[u8], max_line: usize, window: usize) -> u64 {
                 );
             }
             assert_eq!(got.bytes, data.len() as u64);
+            // Windows in one mapping of the whole file (the parallel
+            // reader's), populated and released by `madvise`: the same.
+            let shared = SharedMap::open(&file.0).unwrap().expect("mapped");
+            let mut m3 = MappedLines::open_shared(&file.0, &shared, max_line, window, 0, u64::MAX).unwrap().expect("mapped");
+            assert!(drain(&mut m3) == want, "shared map differs (max_line {max_line}, window {window})");
+            assert_eq!(m3.windows(), m.windows());
             // The AVX2 scan, where the CPU has it, hands out the same.
             let mut m2 = MappedLines::open_with_window(&file.0, max_line, window).unwrap().expect("mapped");
             if let Some(mut fast) = m2.avx2() {
@@ -352,6 +358,14 @@ fn big_log_progress_and_errors_match() {
 /// asking again gives the same error rather than lines from a stale state.
 #[test]
 fn a_file_cut_while_read_is_an_error_at_the_next_window() {
+    for shared in [false, true] {
+        cut_while_read(shared);
+    }
+}
+
+/// [`a_file_cut_while_read_is_an_error_at_the_next_window`] with windows
+/// of their own, or in one mapping of the whole file.
+fn cut_while_read(shared: bool) {
     let line = [b'x'; 99];
     let mut data = Vec::new();
     for _ in 0..200 {
@@ -359,7 +373,13 @@ fn a_file_cut_while_read_is_an_error_at_the_next_window() {
         data.push(b'\n');
     }
     let file = TempFile::new(&data);
-    let mut m = MappedLines::open_with_window(&file.0, 256, 4096).unwrap().expect("mapped");
+    let mut m = match shared {
+        true => {
+            let whole = SharedMap::open(&file.0).unwrap().expect("mapped");
+            MappedLines::open_shared(&file.0, &whole, 256, 4096, 0, u64::MAX).unwrap().expect("mapped")
+        }
+        false => MappedLines::open_with_window(&file.0, 256, 4096).unwrap().expect("mapped"),
+    };
     // The first window's lines (a window is a page here, plus max_line).
     let mut read = 0;
     while read < 30 {

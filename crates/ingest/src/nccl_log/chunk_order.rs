@@ -145,13 +145,10 @@ impl<S> Joiner<S> {
                     source: e,
                 };
                 let (start, end) = job.ranges[self.next];
-                let src = MappedLines::open_range(
-                    job.path,
-                    job.opts.max_line,
-                    DEFAULT_WINDOW,
-                    start,
-                    end,
-                );
+                let src = match &job.shared {
+                    Some(m) => MappedLines::open_shared(job.path, m, job.opts.max_line, DEFAULT_WINDOW, start, end),
+                    None => MappedLines::open_range(job.path, job.opts.max_line, DEFAULT_WINDOW, start, end),
+                };
                 if let Some(mut src) = src.map_err(io_err)? {
                     let mut no = offset;
                     while let Some(line) = src.next_line().map_err(io_err)? {
