@@ -149,11 +149,13 @@ impl MappedLines {
         let off = start & !(ALIGN - 1);
         let len = (window as u64).min(limit - off) as usize;
         let map = match &shared {
-            Some(m) => m.window(&file, off, len).map(|_| None),
-            None => map_window(&file, file_len, off, len).map(Some),
-        };
-        let Ok(map) = map else {
-            return Ok(None);
+            // The file is mapped: what fails here (it shrank) is an error,
+            // not a reason to read otherwise.
+            Some(m) => m.window(&file, off, len).map(|_| None)?,
+            None => match map_window(&file, file_len, off, len) {
+                Ok(m) => Some(m),
+                Err(_) => return Ok(None),
+            },
         };
         let mut lines = MappedLines {
             file,

@@ -399,3 +399,17 @@ fn cut_while_read(shared: bool) {
     assert!(err.to_string().contains(&format!("from {} to {}", data.len(), 3 * 4096)), "{err}");
     assert_eq!(m.next_line().unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
 }
+
+/// A chunk opened in a whole-file mapping after the file shrank is an
+/// error naming both sizes, not a chunk without lines (which would lose
+/// them silently).
+#[test]
+fn a_chunk_of_a_file_cut_since_it_was_mapped_is_an_error() {
+    let data = [b"x".repeat(99), b"\n".to_vec()].concat().repeat(100);
+    let file = TempFile::new(&data);
+    let whole = SharedMap::open(&file.0).unwrap().expect("mapped");
+    std::fs::OpenOptions::new().write(true).open(&file.0).unwrap().set_len(5000).unwrap();
+    let err = MappedLines::open_shared(&file.0, &whole, 256, 4096, 0, 4000).err().expect("an error");
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof, "{err}");
+    assert!(err.to_string().contains(&format!("from {} to 5000", data.len())), "{err}");
+}
