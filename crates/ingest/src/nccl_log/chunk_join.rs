@@ -89,19 +89,12 @@ impl ChunkMaps {
 }
 
 impl LogParser {
-    /// A parser for a chunk of a log: records what its start assumed.
-    /// `seeds`: host spellings (pid, host) assumed known before the chunk;
-    /// `first`: the file's first chunk (its start assumes nothing).
-    pub(crate) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)], first: bool) -> LogParser {
+    /// A parser for a chunk of a log (not the first: that one is the
+    /// sequential reader's): records what its start assumed. `seeds`: host
+    /// spellings (pid, host) assumed known before the chunk.
+    pub(crate) fn speculative(fast: bool, seeds: &[(u32, Box<[u8]>)]) -> LogParser {
         let mut p = LogParser::with_fast_paths(fast);
-        p.spec = Some(Box::new(Speculation {
-            untuned_cap: if first {
-                super::state_ops::MAX_UNTUNED
-            } else {
-                super::state_ops::SPEC_UNTUNED
-            },
-            ..Speculation::default()
-        }));
+        p.spec = Some(Box::default());
         p.hosts.speculate(seeds);
         p
     }

@@ -110,8 +110,8 @@ impl<S> Joiner<S> {
         let Some(t) = self.truth.as_mut() else {
             self.first_line = p.first_line;
             self.first_nccl = p.first_nccl;
-            // Parsed with the caps of a read from the file's start
-            // (`Speculation::untuned_cap`): its queues are the true ones.
+            // Parsed as the sequential reader parses (no speculation): its
+            // state is the true one.
             self.truth = Some(p.parser.into_true());
             p.ops.into_iter().for_each(|op| store(per_dev, op));
             self.parts.push((p.state, None));

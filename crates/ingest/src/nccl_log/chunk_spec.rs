@@ -128,10 +128,6 @@ pub(crate) struct Speculation {
     pub(in crate::nccl_log) procs: Vec<ProcSpec>,
     /// A version line without a prefix was read (it applies to every process).
     pub(in crate::nccl_log) bare_version_set: bool,
-    /// Queue cap of threads that did not tune here: the sequential one for
-    /// the file's first chunk (which becomes the true parser, unchecked),
-    /// [`crate::nccl_log::state_ops::SPEC_UNTUNED`] for the others.
-    pub(in crate::nccl_log) untuned_cap: usize,
     /// Emptied operation queues of earlier chunks' joins, for this chunk's
     /// new threads ([`Speculation::give_queue`]; their pages already
     /// touched). The join hands back those it empties and those left unused
@@ -177,7 +173,7 @@ impl Speculation {
     #[cold]
     #[inline(never)]
     pub(in crate::nccl_log) fn give_queue(&mut self, q: &mut VecDeque<CollOp>) {
-        *q = self.spare_queues.pop().unwrap_or_else(|| VecDeque::with_capacity(self.untuned_cap));
+        *q = self.spare_queues.pop().unwrap_or_else(|| VecDeque::with_capacity(crate::nccl_log::state_ops::SPEC_UNTUNED));
     }
 
     #[inline(never)]

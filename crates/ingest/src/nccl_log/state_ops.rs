@@ -169,7 +169,7 @@ impl LogParser {
                     // a buffer a join emptied), not grown from nothing.
                     s.give_queue(&mut thread.pending);
                 }
-                s.untuned_cap
+                SPEC_UNTUNED
             }
             (None, false) => MAX_UNTUNED,
         };
