@@ -55,3 +55,33 @@ fn steps_shrink_near_the_end_within_bounds() {
         }
     }
 }
+
+/// The first range (parsed without speculation) is up to two steps long,
+/// never less than the second, and never more than a share of the file
+/// that the other workers could not match meanwhile (`len / (workers + 1)`,
+/// or one step where that is larger), less at most a line.
+#[test]
+fn first_range_is_larger_but_bounded() {
+    let dir = std::env::temp_dir().join(format!("commlens-plan-first-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lines.log");
+    let size = 4096u64;
+    let opts = ReadOptions { chunk_bytes: Some(size), ..ReadOptions::default() };
+    let line = [&[b'x'; 99][..], b"\n"].concat();
+    let workers = rayon::current_num_threads().max(1) as u64;
+    let mut doubled = false;
+    for n in [90usize, 130, 200, 400, 1000, 5000] {
+        let bytes = line.repeat(n);
+        std::fs::write(&path, &bytes).unwrap();
+        let len = bytes.len() as u64;
+        let ranges = plan(&path, &opts).expect("chunked");
+        let first = ranges[0].1 - ranges[0].0;
+        let one = step(size, len, workers);
+        let most = (2 * one).min(len / (workers + 1)).max(one);
+        assert!(first >= one && first < most + line.len() as u64, "{n} lines: first {first}, step {one}, most {most}");
+        assert!(first + line.len() as u64 > ranges[1].1 - ranges[1].0, "{n} lines: first shorter than the second");
+        doubled |= first >= 2 * one;
+    }
+    assert!(doubled, "no file got a first range of two steps");
+    std::fs::remove_dir_all(&dir).ok();
+}
