@@ -37,12 +37,9 @@
 //! 400 MB bench log with 2 workers they were busy 98-99 % of the read, the
 //! lookahead never made one wait, and the tail was at most one chunk.
 //!
-//! Fewer chunks would not make it cheaper (that log, 2 workers, 21 runs:
-//! CPU min/median 314.8/346.7 ms in these 16, 315.8/340.4 in 4 equal ones,
-//! 315.6/338.2 in 6): chunking costs per operation (speculation records,
-//! the join's fold, its replay of kept benchmark lines), not per chunk; and
-//! of 2 equal chunks the second was read again (host spellings its seeds
-//! missed).
+//! Fewer chunks would not be cheaper: CPU on that log, 2 workers, 21 runs,
+//! min/median 314.8/346.7 ms in 16, 315.8/340.4 in 4 equal, 315.6/338.2 in
+//! 6; chunking costs per operation (speculation, the join), not per chunk.
 
 use super::chunk_join::ChunkMaps;
 use super::chunk_order::{ChunkSlot, Joiner};
