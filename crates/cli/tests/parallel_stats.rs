@@ -138,15 +138,16 @@ fn a_generated_interleaved_log_gives_the_same_stats_in_chunks() {
 /// The chunk trace's summary line (`COMMLENS_CHUNK_TRACE=1`) of a run:
 /// (chunks, largest chunk in MiB, workers), or `None` when the file was read
 /// sequentially (no trace).
-fn chunk_plan(err: &str) -> Option<(usize, f64, usize)> {
-    // "chunk trace: 14 chunks (2.00..63.63 MiB, last 2.97 MiB), 2 workers; read …"
-    let line = err.lines().find(|l| l.starts_with("chunk trace: ") && l.contains(" chunks ("))?;
+fn chunk_plan(err: &str) -> Option<(usize, f64, f64, usize)> {
+    // "chunk trace: 15 chunks (first 127.27 MiB, then 1.00..63.63 MiB, last 1.21 MiB), 2 workers; read …"
+    let line = err.lines().find(|l| l.starts_with("chunk trace: ") && l.contains(" chunks (first "))?;
     let rest = &line["chunk trace: ".len()..];
-    let (n, rest) = rest.split_once(" chunks (")?;
+    let (n, rest) = rest.split_once(" chunks (first ")?;
+    let (first, rest) = rest.split_once(" MiB, then ")?;
     let (range, rest) = rest.split_once(" MiB, last ")?;
     let largest = range.split_once("..")?.1;
     let workers = rest.split_once("), ")?.1.split_once(" workers")?.0;
-    Some((n.parse().ok()?, largest.parse().ok()?, workers.parse().ok()?))
+    Some((n.parse().ok()?, first.parse().ok()?, largest.parse().ok()?, workers.parse().ok()?))
 }
 
 /// `stats --format json FILE` with `env` set (and the chunk trace on):
@@ -164,7 +165,8 @@ fn stats_env(file: &Path, env: &[(&str, &str)]) -> (String, String) {
 
 /// README: a large plain log (two chunks or more) is read in chunks on all
 /// cores, `COMMLENS_CHUNK_BYTES` of them (default 64 MiB, smaller where that
-/// would give fewer than three chunks a core, at least 8 MiB), `0` reads
+/// would give fewer than three chunks a core, at least 8 MiB; the first up
+/// to twice that), `0` reads
 /// sequentially, `RAYON_NUM_THREADS` sets the cores (and one core reads
 /// sequentially unless a size is set). The plan each way, as the binary's
 /// chunk trace reports it, on a generated log of over 16 MiB; the output
@@ -184,17 +186,21 @@ fn the_binary_plans_chunks_as_the_readme_says() {
     // Two cores: 8 MiB chunks (a sixth of the file is under the 8 MiB floor),
     // shrinking near the end.
     let (want, err) = stats_env(&log, &[("RAYON_NUM_THREADS", "2")]);
-    let (n, largest, workers) = chunk_plan(&err).expect("read in chunks on 2 cores");
+    // The first up to twice that, at most a quarter of the file (half a
+    // worker's share) unless that is under one chunk: 8 MiB here.
+    let (n, first, largest, workers) = chunk_plan(&err).expect("read in chunks on 2 cores");
     assert_eq!(workers, 2, "{err}");
-    assert!(largest <= 8.01 && largest > 7.9, "largest chunk {largest} MiB: {err}");
-    assert!(n as f64 >= (mib / 8.0).ceil(), "{n} chunks of a {mib:.1} MiB file: {err}");
+    assert!(largest <= 8.01, "largest chunk after the first {largest} MiB: {err}");
+    assert!(first > 7.9 && first <= (mib / 4.0).max(8.0) + 0.01, "first chunk {first} MiB: {err}");
+    assert!(n as f64 >= ((mib - first) / 8.0).ceil() + 1.0, "{n} chunks of a {mib:.1} MiB file: {err}");
     // A size set: chunks of it (and smaller near the end), even on one core.
     for threads in ["2", "1"] {
         let (out, err) = stats_env(&log, &[("RAYON_NUM_THREADS", threads), ("COMMLENS_CHUNK_BYTES", "2097152")]);
-        let (n, largest, workers) = chunk_plan(&err).expect("a size set chunks");
+        let (n, first, largest, workers) = chunk_plan(&err).expect("a size set chunks");
         assert_eq!(workers.to_string(), threads, "{err}");
         assert!(largest <= 2.01, "largest chunk {largest} MiB: {err}");
-        assert!(n as f64 >= (mib / 2.0).ceil(), "{n} chunks: {err}");
+        assert!(first >= largest && first <= 4.01, "first chunk {first} MiB: {err}");
+        assert!(n as f64 >= ((mib - first) / 2.0).ceil() + 1.0, "{n} chunks: {err}");
         assert!(out == want, "2 MiB chunks on {threads} threads: stdout differs");
     }
     // Sequential: `0`, and one core without a size.

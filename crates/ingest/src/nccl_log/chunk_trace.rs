@@ -121,10 +121,13 @@ impl Trace {
         let total = self.t0.elapsed();
         let scope_end = total - after;
         let sizes: Vec<u64> = chunks.iter().map(|r| r.1 - r.0).collect();
-        let (lo, hi) = (sizes.iter().min().copied().unwrap_or(0), sizes.iter().max().copied().unwrap_or(0));
+        // The first apart: it may be larger (`chunked::plan`).
+        let rest = sizes.get(1..).unwrap_or_default();
+        let (lo, hi) = (rest.iter().min().copied().unwrap_or(0), rest.iter().max().copied().unwrap_or(0));
         eprintln!(
-            "chunk trace: {} chunks ({:.2}..{:.2} MiB, last {:.2} MiB), {} workers; read {:.1} ms",
+            "chunk trace: {} chunks (first {:.2} MiB, then {:.2}..{:.2} MiB, last {:.2} MiB), {} workers; read {:.1} ms",
             chunks.len(),
+            sizes.first().copied().unwrap_or(0) as f64 / 1048576.0,
             lo as f64 / 1048576.0,
             hi as f64 / 1048576.0,
             sizes.last().copied().unwrap_or(0) as f64 / 1048576.0,

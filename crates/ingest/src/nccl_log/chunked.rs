@@ -138,10 +138,10 @@ pub fn plan(path: &Path, opts: &ReadOptions) -> Option<Vec<(u64, u64)>> {
     let mut starts = vec![0u64];
     let mut buf = vec![0u8; (64 << 10).min(size as usize).max(4096)];
     // The first chunk is parsed without speculation (`parse_chunk`), so it
-    // may be larger: up to two steps, never over a share of the file that
-    // would leave the other workers idle while it is parsed.
+    // may be larger: up to two steps, but at most half a worker's share (a
+    // log's first lines, init and topology, are the slowest to parse).
     let first = step(size, len, workers);
-    let mut nominal = (2 * first).min(len / (workers + 1)).max(first);
+    let mut nominal = (2 * first).min(len / (2 * workers)).max(first);
     // A last chunk under half the tail chunk costs a whole chunk's fixed
     // work for a few lines (a 0.05 MiB one ended the 400 MB bench log in
     // 64 MiB chunks): its bytes go to the chunk before it.

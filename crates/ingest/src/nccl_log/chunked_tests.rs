@@ -57,9 +57,9 @@ fn steps_shrink_near_the_end_within_bounds() {
 }
 
 /// The first range (parsed without speculation) is up to two steps long,
-/// never less than the second, and never more than a share of the file
-/// that the other workers could not match meanwhile (`len / (workers + 1)`,
-/// or one step where that is larger), less at most a line.
+/// never less than the second, and never more than half a worker's share
+/// (`len / (2 * workers)`, or one step where that is larger), less at most
+/// a line.
 #[test]
 fn first_range_is_larger_but_bounded() {
     let dir = std::env::temp_dir().join(format!("commlens-plan-first-{}", std::process::id()));
@@ -77,7 +77,7 @@ fn first_range_is_larger_but_bounded() {
         let ranges = plan(&path, &opts).expect("chunked");
         let first = ranges[0].1 - ranges[0].0;
         let one = step(size, len, workers);
-        let most = (2 * one).min(len / (workers + 1)).max(one);
+        let most = (2 * one).min(len / (2 * workers)).max(one);
         assert!(first >= one && first < most + line.len() as u64, "{n} lines: first {first}, step {one}, most {most}");
         assert!(first + line.len() as u64 > ranges[1].1 - ranges[1].0, "{n} lines: first shorter than the second");
         doubled |= first >= 2 * one;
