@@ -10,16 +10,7 @@ use crate::nccl_log::ReadOptions;
 /// put the last nominal boundary at every distance from the end.
 #[test]
 fn plans_end_without_a_sliver() {
-    let dir = std::env::temp_dir().join(format!("commlens-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("lines.log");
-    let size = 4096u64;
-    let opts = ReadOptions { chunk_bytes: Some(size), ..ReadOptions::default() };
-    let line = [&[b'x'; 99][..], b"\n"].concat();
-    for n in 90..200 {
-        let bytes = line.repeat(n);
-        std::fs::write(&path, &bytes).unwrap();
-        let ranges = plan(&path, &opts).expect("chunked");
+    for_plans("sliver", 90..200, |n, bytes, ranges| {
         assert_eq!(ranges.first().unwrap().0, 0);
         assert_eq!(ranges.last().unwrap().1, bytes.len() as u64);
         for w in ranges.windows(2) {
@@ -27,7 +18,26 @@ fn plans_end_without_a_sliver() {
             assert_eq!(bytes[w[1].0 as usize - 1], b'\n', "{n}: a line start");
         }
         let (a, b) = *ranges.last().unwrap();
-        assert!(b - a + line.len() as u64 > tail_chunk(size) / 2, "{n} lines: last range {}", b - a);
+        assert!(b - a + LINE > tail_chunk(SIZE) / 2, "{n} lines: last range {}", b - a);
+    });
+}
+
+/// The chunk size of [`for_plans`], and the length of its files' lines.
+const SIZE: u64 = 4096;
+const LINE: u64 = 100;
+
+/// The plan (chunks of [`SIZE`]) of a file of `n` lines of [`LINE`] bytes,
+/// for each `n` of `counts`, given to `check` with the file's bytes.
+fn for_plans(tag: &str, counts: impl IntoIterator<Item = usize>, mut check: impl FnMut(usize, &[u8], &[(u64, u64)])) {
+    let dir = std::env::temp_dir().join(format!("commlens-plan-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lines.log");
+    let opts = ReadOptions { chunk_bytes: Some(SIZE), ..ReadOptions::default() };
+    let line = [&[b'x'; LINE as usize - 1][..], b"\n"].concat();
+    for n in counts {
+        let bytes = line.repeat(n);
+        std::fs::write(&path, &bytes).unwrap();
+        check(n, &bytes, &plan(&path, &opts).expect("chunked"));
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -62,26 +72,16 @@ fn steps_shrink_near_the_end_within_bounds() {
 /// a line.
 #[test]
 fn first_range_is_larger_but_bounded() {
-    let dir = std::env::temp_dir().join(format!("commlens-plan-first-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("lines.log");
-    let size = 4096u64;
-    let opts = ReadOptions { chunk_bytes: Some(size), ..ReadOptions::default() };
-    let line = [&[b'x'; 99][..], b"\n"].concat();
     let workers = rayon::current_num_threads().max(1) as u64;
     let mut doubled = false;
-    for n in [90usize, 130, 200, 400, 1000, 5000] {
-        let bytes = line.repeat(n);
-        std::fs::write(&path, &bytes).unwrap();
+    for_plans("first", [90, 130, 200, 400, 1000, 5000], |n, bytes, ranges| {
         let len = bytes.len() as u64;
-        let ranges = plan(&path, &opts).expect("chunked");
         let first = ranges[0].1 - ranges[0].0;
-        let one = step(size, len, workers);
+        let one = step(SIZE, len, workers);
         let most = (2 * one).min(len / (2 * workers)).max(one);
-        assert!(first >= one && first < most + line.len() as u64, "{n} lines: first {first}, step {one}, most {most}");
-        assert!(first + line.len() as u64 > ranges[1].1 - ranges[1].0, "{n} lines: first shorter than the second");
+        assert!(first >= one && first < most + LINE, "{n} lines: first {first}, step {one}, most {most}");
+        assert!(first + LINE > ranges[1].1 - ranges[1].0, "{n} lines: first shorter than the second");
         doubled |= first >= 2 * one;
-    }
+    });
     assert!(doubled, "no file got a first range of two steps");
-    std::fs::remove_dir_all(&dir).ok();
 }
