@@ -136,7 +136,8 @@ fn a_generated_interleaved_log_gives_the_same_stats_in_chunks() {
 }
 
 /// The chunk trace's summary line (`COMMLENS_CHUNK_TRACE=1`) of a run:
-/// (chunks, largest chunk in MiB, workers), or `None` when the file was read
+/// (chunks, first chunk in MiB, largest other chunk in MiB, workers), or
+/// `None` when the file was read
 /// sequentially (no trace).
 fn chunk_plan(err: &str) -> Option<(usize, f64, f64, usize)> {
     // "chunk trace: 15 chunks (first 127.27 MiB, then 1.00..63.63 MiB, last 1.21 MiB), 2 workers; read …"

@@ -106,18 +106,6 @@ impl LogParser {
         }
     }
 
-    /// Ends speculation (the first chunk's parser becomes the true one).
-    pub(crate) fn into_true(mut self) -> LogParser {
-        self.spec = None;
-        self.hosts.spec = None;
-        for p in &mut self.procs {
-            for t in p.threads.values_mut() {
-                t.spec = ThreadSpec::default();
-            }
-        }
-        self
-    }
-
     /// A version line was read: of process `proc`, or without a prefix.
     pub(super) fn note_version_set(&mut self, proc: Option<ProcIdx>) {
         if let Some(s) = self.spec.as_mut() {

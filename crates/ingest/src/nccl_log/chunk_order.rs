@@ -111,8 +111,9 @@ impl<S> Joiner<S> {
             self.first_line = p.first_line;
             self.first_nccl = p.first_nccl;
             // Parsed as the sequential reader parses (no speculation): its
-            // state is the true one.
-            self.truth = Some(p.parser.into_true());
+            // state is the true one as it is (its threads' `ThreadSpec`
+            // records are never read on the true side).
+            self.truth = Some(p.parser);
             p.ops.into_iter().for_each(|op| store(per_dev, op));
             self.parts.push((p.state, None));
             return Ok(());
